@@ -1,0 +1,177 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/notify"
+	"github.com/go-dlock/dlock/internal/token"
+)
+
+// attempt is the outcome of one try script.
+type attempt struct {
+	ok    bool
+	fence uint64 // the new lease's fence, when ok
+	// wait is, when held, the time until the holder's lease runs out; a
+	// waiter wakes by itself then, so a crashed holder or a lost
+	// announcement costs time, never liveness. Negative: it never expires.
+	wait time.Duration
+	// holder identifies the holding lease (its fence), for the stall
+	// timeout.
+	holder uint64
+}
+
+// acquisition is how one primitive tries to take a lock, for the shared
+// try-and-wait loop.
+type acquisition struct {
+	kind    string // for messages: "mutex", "fair mutex"...
+	name    string
+	cfg     lockConfig
+	channel string // where releases are announced
+	// try runs the primitive's try script once for token.
+	try func(ctx context.Context, token string) (attempt, error)
+	// grant makes the lease of a successful try sent at sent.
+	grant func(token string, r attempt, sent time.Time) *Lease
+	// leave, if set, withdraws a waiter that gives up (a queue entry).
+	leave func(ctx context.Context, token string)
+}
+
+// acquire takes the lock: once if !block, else waiting until it is
+// acquired, ctx ends, or the stall timeout passes.
+//
+// Waiting costs one try per wake-up. A waiter wakes when a release is
+// announced (the hub wakes one waiter per client for a plain release),
+// when the holder's lease would run out, or after a transient error.
+func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Lease, error) {
+	tok, err := token.New()
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	r, err := a.try(ctx, tok)
+	if err != nil {
+		return nil, a.failed(ctx, err)
+	}
+	if r.ok {
+		return a.grant(tok, r, sent), nil
+	}
+	if !block {
+		return nil, fmt.Errorf("%w: %s %q is held", ErrNotAcquired, a.kind, a.name)
+	}
+	w, err := c.hub.Subscribe(ctx, a.channel, tok)
+	if err != nil {
+		a.giveUp(tok)
+		if errors.Is(err, notify.ErrClosed) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return nil, a.failed(ctx, err)
+	}
+	defer w.Close()
+	return c.wait(ctx, a, w, tok, r.holder)
+}
+
+// wait is the blocking part of acquire, entered with the subscription
+// confirmed. Its first try catches a release that came before that.
+func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok string, holder uint64) (*Lease, error) {
+	stallClock := time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var backoff time.Duration
+	for {
+		sent := time.Now()
+		r, err := a.try(ctx, tok)
+		if err == nil && r.ok {
+			return a.grant(tok, r, sent), nil
+		}
+		next := time.Duration(-1) // when to try again unasked; <0: only when woken
+		switch {
+		case err == nil:
+			backoff = 0
+			if r.holder != holder {
+				holder, stallClock = r.holder, time.Now()
+			}
+			if a.cfg.stall > 0 {
+				left := a.cfg.stall - time.Since(stallClock)
+				if left <= 0 {
+					a.giveUp(tok)
+					return nil, fmt.Errorf("%w: %s %q kept by the same holder (fence %d) for %v",
+						ErrNotAcquired, a.kind, a.name, holder, a.cfg.stall)
+				}
+				next = left
+			}
+			if r.wait >= 0 && (next < 0 || r.wait < next) {
+				next = r.wait + time.Millisecond
+			}
+		case ctx.Err() == nil && transient(err):
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			next = backoff
+			c.log.Debug("dlock: try failed while waiting; retrying", "lock", a.name, "err", err, "in", backoff)
+		default:
+			w.Handoff()
+			a.giveUp(tok)
+			return nil, a.failed(ctx, err)
+		}
+
+		var expiry <-chan time.Time
+		if next >= 0 {
+			timer.Reset(next)
+			expiry = timer.C
+		}
+		select {
+		case <-w.C():
+		case <-expiry:
+		case <-ctx.Done():
+			a.giveUp(tok)
+			return nil, a.failed(ctx, ctx.Err())
+		case <-w.Done():
+			a.giveUp(tok)
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+		}
+		if expiry != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// failed wraps an error that ended an acquisition. When ctx ended, both
+// ErrNotAcquired and ctx.Err() match the result.
+func (a *acquisition) failed(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%w: waiting for %s %q: %w", ErrNotAcquired, a.kind, a.name, ctxErr)
+	}
+	return fmt.Errorf("dlock: %s %q: %w", a.kind, a.name, err)
+}
+
+// giveUp withdraws a waiter that stops waiting, with its own short
+// deadline: the caller's context may be the reason it stops.
+func (a *acquisition) giveUp(tok string) {
+	if a.leave == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	a.leave(ctx, tok)
+}
+
+// transient reports whether an error may pass by itself: a network
+// failure or a cluster in the middle of a failover, not a refusal.
+func transient(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {
+		if strings.HasPrefix(rerr.Error(), p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,485 @@
+// Package notify wakes waiting lock callers when Redis announces a release.
+//
+// A Hub multiplexes the release channels of every lock its Client waits on
+// over ONE subscription connection (on Redis Cluster, one per shard that has
+// waiters, using sharded pub/sub). Waiters register before their last try,
+// so no release between that try and the wait can be missed while the
+// connection is healthy. When the connection breaks, the hub reconnects,
+// resubscribes, and wakes every waiter once the subscription is back, since
+// announcements may have been lost in between. Waiters never depend on the
+// hub alone: they also wake by themselves when the holder's lease runs out.
+package notify
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Payloads a release script may publish. Any other payload wakes the
+// waiters registered with that key (a fair queue wakes one token).
+const (
+	WakeOne = "one" // wake the longest-waiting local waiter not already woken
+	WakeAll = "all" // wake every local waiter of the channel
+)
+
+// ErrClosed is returned by Subscribe after Close.
+var ErrClosed = errors.New("dlock: client is closed")
+
+const (
+	// confirmWait bounds how long Subscribe waits for Redis to confirm a
+	// subscription; past it the waiter relies on its own expiry wake.
+	confirmWait = 2 * time.Second
+	// idleCheck is how long the connection may be silent before it is
+	// pinged; a ping unanswered for as long again means it is dead.
+	idleCheck = 3 * time.Second
+	// linger keeps a channel subscribed after its last waiter left, so a
+	// lock under steady contention does not pay a subscribe per waiter.
+	linger = 5 * time.Second
+)
+
+// Hub is a shared subscription for all waiters of one Client.
+type Hub struct {
+	rdb     redis.UniversalClient
+	cluster *redis.ClusterClient // nil unless rdb is a cluster client
+	log     *slog.Logger
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	shards map[string]*shard   // by master address; "" when not a cluster
+	chans  map[string]*channel // by channel name
+	closed bool
+}
+
+// channel is one subscribed release channel and its local waiters, oldest
+// first.
+type channel struct {
+	name       string
+	shard      *shard
+	waiters    []*Waiter
+	subscribed bool          // what we asked Redis for last
+	pending    int           // subscribe/unsubscribe replies still to come
+	ready      chan struct{} // closed while the subscription is confirmed
+	confirmed  bool
+	disrupted  bool // the connection broke since the last confirmation
+	idle       *time.Timer
+}
+
+// shard is one subscription connection.
+type shard struct {
+	addr    string
+	cmdMu   sync.Mutex // keeps subscribe commands in bookkeeping order
+	ps      *redis.PubSub
+	running bool // the receive loop runs
+}
+
+// Waiter is one registered waiter. C receives a value when the waiter
+// should try again.
+type Waiter struct {
+	hub *Hub
+	ch  *channel
+	key string
+	c   chan struct{}
+}
+
+// New returns a hub for rdb. It opens no connection until the first
+// Subscribe.
+func New(rdb redis.UniversalClient, log *slog.Logger) *Hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{
+		rdb:    rdb,
+		log:    log,
+		ctx:    ctx,
+		cancel: cancel,
+		shards: make(map[string]*shard),
+		chans:  make(map[string]*channel),
+	}
+	h.cluster, _ = rdb.(*redis.ClusterClient)
+	return h
+}
+
+// PublishCommand is the command release scripts must publish with: SPUBLISH
+// on Redis Cluster, where plain PUBLISH would flood every node, PUBLISH
+// elsewhere.
+func (h *Hub) PublishCommand() string {
+	if h.cluster != nil {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// Subscribe registers a waiter on channel and waits until Redis confirmed
+// the subscription (at most a couple of seconds; past that the waiter still
+// works through its own expiry wake). key selects targeted wake-ups; it may
+// be empty. The waiter must be closed.
+func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) {
+	addr, err := h.shardAddr(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	ch := h.chans[name]
+	if ch == nil {
+		ch = &channel{name: name, shard: h.shard(addr), ready: make(chan struct{})}
+		h.chans[name] = ch
+	}
+	if ch.idle != nil {
+		ch.idle.Stop()
+		ch.idle = nil
+	}
+	w := &Waiter{hub: h, ch: ch, key: key, c: make(chan struct{}, 1)}
+	ch.waiters = append(ch.waiters, w)
+	sh := ch.shard
+	send := !ch.subscribed
+	if send {
+		ch.subscribed = true
+		ch.pending++
+		sh.cmdMu.Lock()
+	}
+	ready := ch.ready
+	h.mu.Unlock()
+
+	if send {
+		err := h.subscribe(ctx, sh, name)
+		if !sh.running {
+			// Started only now so that, on a cluster, the connection is
+			// opened for this channel's shard rather than a random node.
+			sh.running = true
+			h.wg.Add(1)
+			go h.receive(sh)
+		}
+		sh.cmdMu.Unlock()
+		if err != nil {
+			h.log.Warn("dlock: subscribe failed; waiting on lease expiry only", "channel", name, "err", err)
+		}
+	}
+	t := time.NewTimer(confirmWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+		h.log.Warn("dlock: subscription not confirmed in time; waiting on lease expiry only", "channel", name)
+	case <-ctx.Done():
+		w.Close()
+		return nil, ctx.Err()
+	case <-h.ctx.Done():
+		w.Close()
+		return nil, ErrClosed
+	}
+	return w, nil
+}
+
+// C receives when the waiter should try again.
+func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Done is closed when the hub is closed.
+func (w *Waiter) Done() <-chan struct{} { return w.hub.ctx.Done() }
+
+// Handoff wakes another waiter in this one's place: a waiter that consumed
+// a wake-up and then gives up without trying must not swallow the release.
+func (w *Waiter) Handoff() {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wakeOne(w.ch, w)
+}
+
+// Close unregisters the waiter. A wake-up it had not consumed goes to the
+// next waiter.
+func (w *Waiter) Close() {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := w.ch
+	for i, x := range ch.waiters {
+		if x == w {
+			ch.waiters = append(ch.waiters[:i], ch.waiters[i+1:]...)
+			break
+		}
+	}
+	select {
+	case <-w.c:
+		h.wakeOne(ch, nil)
+	default:
+	}
+	if len(ch.waiters) == 0 && ch.subscribed && !h.closed && ch.idle == nil {
+		ch.idle = time.AfterFunc(linger, func() { h.unsubscribeIdle(ch) })
+	}
+}
+
+// Close ends every subscription and makes later Subscribe calls fail.
+// Waiters still registered see Done closed.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	for _, ch := range h.chans {
+		if ch.idle != nil {
+			ch.idle.Stop()
+		}
+	}
+	shards := h.shards
+	h.mu.Unlock()
+
+	h.cancel()
+	var errs []error
+	for _, sh := range shards {
+		sh.cmdMu.Lock()
+		if err := sh.ps.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		sh.cmdMu.Unlock()
+	}
+	h.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// shardAddr returns the address of the node that serves channel on a
+// cluster, and "" elsewhere.
+func (h *Hub) shardAddr(ctx context.Context, channel string) (string, error) {
+	if h.cluster == nil {
+		return "", nil
+	}
+	node, err := h.cluster.MasterForKey(ctx, channel)
+	if err != nil {
+		return "", err
+	}
+	return node.Options().Addr, nil
+}
+
+// shard returns the subscription connection for addr, creating it. The
+// caller holds h.mu.
+func (h *Hub) shard(addr string) *shard {
+	sh := h.shards[addr]
+	if sh == nil {
+		sh = &shard{addr: addr, ps: h.newPubSub()}
+		h.shards[addr] = sh
+	}
+	return sh
+}
+
+func (h *Hub) newPubSub() *redis.PubSub {
+	if h.cluster != nil {
+		return h.cluster.SSubscribe(h.ctx)
+	}
+	return h.rdb.Subscribe(h.ctx)
+}
+
+func (h *Hub) subscribe(ctx context.Context, sh *shard, channels ...string) error {
+	if h.cluster != nil {
+		return sh.ps.SSubscribe(ctx, channels...)
+	}
+	return sh.ps.Subscribe(ctx, channels...)
+}
+
+func (h *Hub) unsubscribe(ctx context.Context, sh *shard, channel string) error {
+	if h.cluster != nil {
+		return sh.ps.SUnsubscribe(ctx, channel)
+	}
+	return sh.ps.Unsubscribe(ctx, channel)
+}
+
+// unsubscribeIdle drops a channel that had no waiter for the linger time.
+func (h *Hub) unsubscribeIdle(ch *channel) {
+	h.mu.Lock()
+	if h.closed || len(ch.waiters) > 0 || !ch.subscribed || h.chans[ch.name] != ch {
+		h.mu.Unlock()
+		return
+	}
+	ch.idle = nil
+	ch.subscribed = false
+	ch.pending++
+	if ch.confirmed {
+		ch.confirmed = false
+		ch.ready = make(chan struct{})
+	}
+	ch.shard.cmdMu.Lock()
+	h.mu.Unlock()
+	err := h.unsubscribe(h.ctx, ch.shard, ch.name)
+	ch.shard.cmdMu.Unlock()
+	if err != nil && h.ctx.Err() == nil {
+		h.log.Debug("dlock: unsubscribe failed", "channel", ch.name, "err", err)
+	}
+}
+
+// receive reads one subscription connection until the hub closes.
+func (h *Hub) receive(sh *shard) {
+	defer h.wg.Done()
+	backoff := time.Duration(0)
+	pinged := false
+	for h.ctx.Err() == nil {
+		msg, err := sh.ps.ReceiveTimeout(h.ctx, idleCheck)
+		if h.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			var netErr interface{ Timeout() bool }
+			if errors.As(err, &netErr) && netErr.Timeout() && !pinged {
+				pinged = true
+				if err := sh.ps.Ping(h.ctx); err == nil {
+					continue
+				}
+			}
+			// The connection is broken or silent though pinged: start over
+			// on a new one, resubscribed to every wanted channel.
+			if !h.restart(sh, err) {
+				return
+			}
+			pinged = false
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-h.ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff, pinged = 0, false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			h.confirm(m)
+		case *redis.Message:
+			h.dispatch(m.Channel, m.Payload)
+		}
+	}
+}
+
+// restart replaces a shard's broken connection. Replies to commands sent on
+// the old one will never come, so the bookkeeping restarts from the set of
+// wanted channels, and every waiter is woken when its channel is back. A
+// shard with no wanted channel is dropped instead; restart then reports
+// false and the receive loop ends.
+func (h *Hub) restart(sh *shard, cause error) bool {
+	sh.cmdMu.Lock()
+	defer sh.cmdMu.Unlock()
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	var want []string
+	for _, ch := range h.chans {
+		if ch.shard != sh {
+			continue
+		}
+		ch.pending = 0
+		if !ch.subscribed {
+			if len(ch.waiters) == 0 {
+				delete(h.chans, ch.name)
+			}
+			continue
+		}
+		want = append(want, ch.name)
+		ch.pending = 1
+		ch.disrupted = true
+		if ch.confirmed {
+			ch.confirmed = false
+			ch.ready = make(chan struct{})
+		}
+	}
+	old := sh.ps
+	if len(want) == 0 {
+		delete(h.shards, sh.addr)
+		h.mu.Unlock()
+		_ = old.Close()
+		return false
+	}
+	h.log.Warn("dlock: subscription connection lost; reconnecting", "err", cause)
+	sh.ps = h.newPubSub()
+	h.mu.Unlock()
+	_ = old.Close()
+	if err := h.subscribe(h.ctx, sh, want...); err != nil {
+		h.log.Debug("dlock: resubscribe failed", "err", err)
+	}
+	return true
+}
+
+// confirm records Redis' reply to a subscribe or unsubscribe command.
+func (h *Hub) confirm(s *redis.Subscription) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.chans[s.Channel]
+	if ch == nil {
+		return
+	}
+	if ch.pending > 0 {
+		ch.pending--
+	}
+	if ch.pending > 0 {
+		return
+	}
+	switch {
+	case ch.subscribed && !ch.confirmed:
+		ch.confirmed = true
+		close(ch.ready)
+		if ch.disrupted {
+			ch.disrupted = false
+			h.wakeAll(ch)
+		}
+	case !ch.subscribed && len(ch.waiters) == 0:
+		delete(h.chans, ch.name)
+	}
+}
+
+// dispatch wakes local waiters as a release's payload asks.
+func (h *Hub) dispatch(channel, payload string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.chans[channel]
+	if ch == nil {
+		return
+	}
+	switch payload {
+	case WakeOne:
+		h.wakeOne(ch, nil)
+	case WakeAll:
+		h.wakeAll(ch)
+	default:
+		for _, w := range ch.waiters {
+			if w.key == payload {
+				signal(w)
+			}
+		}
+	}
+}
+
+// wakeOne wakes the oldest waiter that has no wake-up pending, other than
+// skip. Waking one per release and per process keeps a release from
+// sending every local waiter to Redis when only one can win.
+func (h *Hub) wakeOne(ch *channel, skip *Waiter) {
+	for _, w := range ch.waiters {
+		if w != skip && signal(w) {
+			return
+		}
+	}
+}
+
+func (h *Hub) wakeAll(ch *channel) {
+	for _, w := range ch.waiters {
+		signal(w)
+	}
+}
+
+// signal gives w a wake-up unless it already has one pending.
+func signal(w *Waiter) bool {
+	select {
+	case w.c <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}

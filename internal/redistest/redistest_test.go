@@ -1,0 +1,220 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestStartPing(t *testing.T) {
+	s := Start(t, "--maxmemory", "10mb")
+	ctx := context.Background()
+	rdb := s.Client(t)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+	if want := fmt.Sprintf("127.0.0.1:%d", s.Port()); s.Addr() != want {
+		t.Errorf("Addr() = %q, want %q", s.Addr(), want)
+	}
+	// The extra args must reach the command line.
+	got, err := rdb.ConfigGet(ctx, "maxmemory").Result()
+	if err != nil || got["maxmemory"] != "10485760" {
+		t.Errorf("CONFIG GET maxmemory = %v, %v; want 10485760", got, err)
+	}
+}
+
+func TestKill(t *testing.T) {
+	s := Start(t)
+	rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING before Kill: %v", err)
+	}
+	pid := s.cmd.Process.Pid
+	s.Kill(t)
+	if err := rdb.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING after Kill succeeded")
+	}
+	// ESRCH also means the process was reaped: a zombie would still exist.
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill(%d, 0) = %v, want ESRCH", pid, err)
+	}
+	s.Kill(t) // a second Kill is a no-op
+	s.Stop()
+}
+
+func TestPauseResume(t *testing.T) {
+	s := Start(t)
+	rdb := s.Client(t, func(o *redis.Options) {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+		o.MaxRetries = -1
+	})
+	ctx := context.Background()
+	s.Pause(t)
+	start := time.Now()
+	if err := rdb.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING to a paused server succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("PING to a paused server took %v, want about 200ms", d)
+	}
+	s.Resume(t)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after Resume: %v", err)
+	}
+}
+
+func TestStopPaused(t *testing.T) {
+	s := Start(t)
+	pid := s.cmd.Process.Pid
+	s.Pause(t)
+	// Cleanup must kill a stopped process; do it here to check for leaks.
+	s.Stop()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill(%d, 0) = %v after Stop of a paused server, want ESRCH", pid, err)
+	}
+}
+
+func TestRestart(t *testing.T) {
+	s := Start(t)
+	ctx := context.Background()
+	rdb := s.Client(t)
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	port, pid := s.Port(), s.cmd.Process.Pid
+	s.Restart(t)
+	if s.Port() != port {
+		t.Errorf("port after Restart = %d, want %d", s.Port(), port)
+	}
+	if s.cmd.Process.Pid == pid {
+		t.Error("Restart kept the old process")
+	}
+	// A fresh client: the old pooled connection died with the process.
+	n, err := s.Client(t).DBSize(ctx).Result()
+	if err != nil || n != 0 {
+		t.Errorf("DBSIZE after Restart = %d, %v; want an empty server", n, err)
+	}
+	// Restart also brings back a killed server.
+	s.Kill(t)
+	s.Restart(t)
+	if err := s.Client(t).Ping(ctx).Err(); err != nil {
+		t.Errorf("PING after Kill+Restart: %v", err)
+	}
+}
+
+func TestStartN(t *testing.T) {
+	servers := StartN(t, 3)
+	if len(servers) != 3 {
+		t.Fatalf("StartN(3) returned %d servers", len(servers))
+	}
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for i, s := range servers {
+		if seen[s.Addr()] {
+			t.Fatalf("duplicate address %s", s.Addr())
+		}
+		seen[s.Addr()] = true
+		if err := s.Client(t).Set(ctx, "i", i, 0).Err(); err != nil {
+			t.Fatalf("SET on %s: %v", s.Addr(), err)
+		}
+	}
+	// Each server kept its own value, so they are independent.
+	for i, s := range servers {
+		if got, err := s.Client(t).Get(ctx, "i").Int(); err != nil || got != i {
+			t.Errorf("GET on %s = %d, %v; want %d", s.Addr(), got, err, i)
+		}
+	}
+}
+
+func TestMissingBinary(t *testing.T) {
+	t.Setenv("DLOCK_REDIS_SERVER", "/nonexistent/redis-server")
+	_, err := binary("DLOCK_REDIS_SERVER", "redis-server")
+	if err == nil || !strings.Contains(err.Error(),
+		"redis-server not found in PATH: install it with `apt-get install -y redis-server`") {
+		t.Errorf("binary() error = %v, want an install hint", err)
+	}
+}
+
+func TestTail(t *testing.T) {
+	var b tail
+	for i := range 2000 {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	got := b.String()
+	if len(got) > outputTail || !strings.HasPrefix(got, "line ") || !strings.HasSuffix(got, "line 1999\n") {
+		t.Errorf("tail kept %d bytes: %.40q...%q", len(got), got, got[max(0, len(got)-20):])
+	}
+}
+
+// checkClusterServes writes and reads back keys in many slots and checks that
+// every master got some of them.
+func checkClusterServes(t *testing.T, c *Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := c.Client(t)
+	for i := range 100 {
+		key := fmt.Sprintf("key-%d", i)
+		if err := rdb.Set(ctx, key, i, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", key, err)
+		}
+		if got, err := rdb.Get(ctx, key).Int(); err != nil || got != i {
+			t.Fatalf("GET %s = %d, %v; want %d", key, got, err, i)
+		}
+	}
+	masters := c.Masters(t)
+	if len(masters) != 3 {
+		t.Fatalf("%d masters, want 3", len(masters))
+	}
+	for _, m := range masters {
+		n, err := m.Client(t).DBSize(ctx).Result()
+		if err != nil || n == 0 {
+			t.Errorf("master %s holds %d keys (%v); keys should spread over all masters", m.Addr(), n, err)
+		}
+	}
+}
+
+func TestCluster(t *testing.T) {
+	start := time.Now()
+	c := StartCluster(t)
+	t.Logf("cluster created in %v", time.Since(start))
+	if len(c.Addrs()) != 6 || len(c.Nodes()) != 6 {
+		t.Fatalf("%d addrs, %d nodes; want 6", len(c.Addrs()), len(c.Nodes()))
+	}
+	checkClusterServes(t, c)
+}
+
+func TestClusterFailover(t *testing.T) {
+	c := StartCluster(t)
+	masters := c.Masters(t)
+	if len(masters) != 3 {
+		t.Fatalf("%d masters, want 3", len(masters))
+	}
+	victim := masters[0]
+	start := time.Now()
+	victim.Kill(t)
+	c.WaitHealthy(t)
+	t.Logf("failover took %v", time.Since(start))
+	for _, m := range c.Masters(t) {
+		if m == victim {
+			t.Fatalf("killed node %s still counted as master", victim.Addr())
+		}
+	}
+	checkClusterServes(t, c)
+
+	// The old master rejoins from its nodes.conf, as a replica.
+	start = time.Now()
+	victim.Restart(t)
+	c.WaitHealthy(t)
+	t.Logf("rejoin took %v", time.Since(start))
+	if role, err := victim.Client(t).Do(context.Background(), "ROLE").Slice(); err != nil || len(role) == 0 || role[0] != "slave" {
+		t.Errorf("ROLE of the restarted old master = %v, %v; want slave", role, err)
+	}
+	checkClusterServes(t, c)
+}

@@ -1,0 +1,168 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/watchdog"
+)
+
+// Lease is one holding of a lock, returned by a successful TryLock, Lock,
+// RLock or Acquire. Its methods are safe for concurrent use.
+type Lease struct {
+	name  string
+	token string
+	fence uint64
+	ops   leaseOps
+	ttl   time.Duration // 0: never expires
+	wd    *watchdog.Watchdog
+
+	lost     chan struct{}
+	lostOnce sync.Once
+
+	mu       sync.Mutex // serialises Refresh and Unlock
+	released bool
+}
+
+// leaseOps is what a primitive does to Redis for a lease it issued.
+type leaseOps interface {
+	// refresh extends the lease to ttl; false means the token no longer
+	// holds it.
+	refresh(ctx context.Context, token string, ttl time.Duration) (bool, error)
+	// release frees the lease; false means the token no longer held it.
+	release(ctx context.Context, token string) (bool, error)
+	// held reports whether the token holds the lease.
+	held(ctx context.Context, token string) (bool, error)
+}
+
+// errGone is what a renewal returns to the watchdog when Redis says the
+// lease is not ours any more.
+var errGone = errors.New("lease gone")
+
+// newLease starts watching a lease whose acquiring request was sent at
+// sent.
+func newLease(name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time) *Lease {
+	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{})}
+	if cfg.ttl == 0 {
+		return l
+	}
+	wc := watchdog.Config{
+		TTL:    cfg.ttl,
+		Gone:   func(err error) bool { return errors.Is(err, errGone) },
+		OnLost: l.markLost,
+	}
+	if cfg.autoRefresh {
+		wc.Renew = func(ctx context.Context, ttl time.Duration) error {
+			ok, err := ops.refresh(ctx, token, ttl)
+			if err == nil && !ok {
+				return errGone
+			}
+			return err
+		}
+	}
+	l.wd = watchdog.Start(wc, sent)
+	return l
+}
+
+// Name returns the lock's name; for a MutexSet lease, the member's.
+func (l *Lease) Name() string { return l.name }
+
+// Token returns the lease's secret: 128 random bits from crypto/rand, hex
+// encoded. Only the holder of the token can refresh or release the lease.
+func (l *Lease) Token() string { return l.token }
+
+// Fence returns the lease's fencing token: greater than every fence issued
+// before for the same lock (for a MutexSet, the same member). Pass it to
+// the resource you protect and have it refuse writes with a fence lower
+// than one it has seen; see the README's GUARANTEES.
+func (l *Lease) Fence() uint64 { return l.fence }
+
+// Lost returns a channel that is closed once the lease is known lost: a
+// renewal found it gone, or Redis could not be reached before its TTL ran
+// out. It closes before another client could have been given the lock. It
+// is not closed by Unlock.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Refresh extends the lease to ttl from now (and makes ttl the TTL of later
+// automatic renewals). It returns ErrLost, and closes Lost(), when the
+// lease is no longer held; on a network error the lease is unchanged.
+func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalid, ttl, MinTTL)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if l.ttl == 0 {
+		return fmt.Errorf("%w: lease of %q never expires", ErrInvalid, l.name)
+	}
+	sent := time.Now()
+	ok, err := l.ops.refresh(ctx, l.token, ttl)
+	if err != nil {
+		return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
+	}
+	if !ok {
+		l.markLost()
+		return fmt.Errorf("%w: %q", ErrLost, l.name)
+	}
+	l.wd.Renewed(sent, ttl)
+	return nil
+}
+
+// Unlock releases the lease and wakes waiters. It returns ErrLost if the
+// lease was lost before (Lost() was closed) or is no longer held; a second
+// Unlock returns ErrInvalid. If Redis cannot be reached, Unlock returns the
+// error and may be called again; the lock is freed at the latest when its
+// TTL runs out.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if l.wd != nil {
+		l.wd.Stop()
+	}
+	ok, err := l.ops.release(ctx, l.token)
+	if err != nil {
+		return fmt.Errorf("dlock: unlock %q: %w", l.name, err)
+	}
+	l.released = true
+	select {
+	case <-l.lost:
+		return fmt.Errorf("%w: %q was lost before Unlock", ErrLost, l.name)
+	default:
+	}
+	if !ok {
+		l.markLost()
+		return fmt.Errorf("%w: %q", ErrLost, l.name)
+	}
+	return nil
+}
+
+// Held asks Redis whether the lease still holds the lock.
+func (l *Lease) Held(ctx context.Context) (bool, error) {
+	ok, err := l.ops.held(ctx, l.token)
+	if err != nil {
+		return false, fmt.Errorf("dlock: held %q: %w", l.name, err)
+	}
+	return ok, nil
+}
+
+// usable reports an error once the lease was unlocked. The caller holds
+// l.mu.
+func (l *Lease) usable() error {
+	if l.released {
+		return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
+	}
+	return nil
+}
+
+func (l *Lease) markLost() {
+	l.lostOnce.Do(func() { close(l.lost) })
+}

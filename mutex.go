@@ -1,0 +1,155 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/keys"
+)
+
+// Mutex is a mutual exclusion lock shared by every client of the same
+// Redis under the same name. A Mutex value holds no state of its own: each
+// successful TryLock or Lock returns a Lease, and any number of goroutines
+// may use one Mutex.
+//
+// Waiters are not served in order: a released Mutex goes to whichever
+// waiter's try reaches Redis first, and the holder that just unlocked may
+// take it again at once, as with sync.Mutex. Use FairMutex for arrival
+// order.
+type Mutex struct {
+	c    *Client
+	name string
+	cfg  lockConfig
+	keys keys.Lock
+	err  error // bad name or options, returned by every call
+}
+
+var _ Locker = (*Mutex)(nil)
+
+// Mutex returns the mutex called name. Invalid names or options do not
+// panic: every call of the Mutex then fails with ErrInvalid.
+func (c *Client) Mutex(name string, opts ...LockOption) *Mutex {
+	m := &Mutex{c: c, name: name, cfg: newLockConfig(opts)}
+	m.keys, m.err = c.lockKeys(keys.KindMutex, name)
+	if m.err == nil {
+		m.err = m.cfg.err
+	}
+	return m
+}
+
+// TryLock takes the mutex if it is free, in one round trip. If another
+// lease holds it, TryLock returns ErrNotAcquired and changes nothing.
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	return m.c.acquire(ctx, m.acquisition(), false)
+}
+
+// Lock takes the mutex, waiting while it is held: until a release is
+// announced, or the holder's lease runs out. It returns an error matching
+// both ErrNotAcquired and ctx.Err() when ctx ends first, and one matching
+// ErrNotAcquired when WithStallTimeout ran out; either way it leaves the
+// mutex unchanged.
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	return m.c.acquire(ctx, m.acquisition(), true)
+}
+
+// Do locks the mutex, runs fn, and unlocks. fn's context is cancelled, with
+// cause ErrLost (see context.Cause), the moment the lease is lost. Do
+// returns fn's error joined with any error from Unlock.
+func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return do(ctx, m.Lock, fn)
+}
+
+// Status reports who holds the mutex, for how much longer, and its fence.
+func (m *Mutex) Status(ctx context.Context) (Status, error) {
+	if m.err != nil {
+		return Status{}, m.err
+	}
+	v, err := mutexStatus.Run(ctx, m.c.rdb, []string{m.keys.Key(), m.keys.Part("fence")}).Slice()
+	if err != nil {
+		return Status{}, fmt.Errorf("dlock: status of mutex %q: %w", m.name, err)
+	}
+	if len(v) != 5 {
+		return Status{}, fmt.Errorf("dlock: status of mutex %q: unexpected reply %v", m.name, v)
+	}
+	st := Status{Name: m.name, Kind: keys.KindMutex, Held: toInt(v[0]) == 1, Fence: uint64(toInt(v[2]))}
+	if st.Held {
+		st.TTL = ttlOf(toInt(v[1]))
+		st.Metadata, _ = v[3].(string)
+		st.Since = time.UnixMilli(toInt(v[4]))
+	}
+	return st, nil
+}
+
+func (m *Mutex) acquisition() *acquisition {
+	return &acquisition{
+		kind:    "mutex",
+		name:    m.name,
+		cfg:     m.cfg,
+		channel: m.keys.Channel(),
+		try:     m.try,
+		grant: func(tok string, r attempt, sent time.Time) *Lease {
+			return newLease(m.name, tok, r.fence, m, m.cfg, sent)
+		},
+	}
+}
+
+func (m *Mutex) try(ctx context.Context, tok string) (attempt, error) {
+	v, err := mutexAcquire.Run(ctx, m.c.rdb,
+		[]string{m.keys.Key(), m.keys.Part("fence")},
+		tok, m.cfg.ttl.Milliseconds(), m.cfg.metadata).Slice()
+	if err != nil {
+		return attempt{}, err
+	}
+	return parseAttempt(v)
+}
+
+func (m *Mutex) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
+	return mutexRefresh.Run(ctx, m.c.rdb, []string{m.keys.Key()}, tok, ttl.Milliseconds()).Bool()
+}
+
+func (m *Mutex) release(ctx context.Context, tok string) (bool, error) {
+	return mutexRelease.Run(ctx, m.c.rdb, []string{m.keys.Key()},
+		tok, m.c.hub.PublishCommand(), m.keys.Channel()).Bool()
+}
+
+func (m *Mutex) held(ctx context.Context, tok string) (bool, error) {
+	v, err := m.c.rdb.HGet(ctx, m.keys.Key(), "tok").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return v == tok, err
+}
+
+// parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder}.
+func parseAttempt(v []any) (attempt, error) {
+	if len(v) >= 2 && toInt(v[0]) == 1 {
+		return attempt{ok: true, fence: uint64(toInt(v[1]))}, nil
+	}
+	if len(v) >= 3 {
+		return attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}, nil
+	}
+	return attempt{}, fmt.Errorf("dlock: unexpected script reply %v", v)
+}
+
+// ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1.
+func ttlOf(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func toInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}

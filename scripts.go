@@ -1,0 +1,20 @@
+package dlock
+
+import (
+	"embed"
+	"io/fs"
+
+	"github.com/go-dlock/dlock/internal/script"
+)
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+var scriptFS, _ = fs.Sub(scriptFiles, "scripts")
+
+var (
+	mutexAcquire = script.MustLoad(scriptFS, "mutex_acquire.lua")
+	mutexRelease = script.MustLoad(scriptFS, "mutex_release.lua")
+	mutexRefresh = script.MustLoad(scriptFS, "mutex_refresh.lua")
+	mutexStatus  = script.MustLoad(scriptFS, "mutex_status.lua")
+)

@@ -1,0 +1,27 @@
+-- lib.lua: helpers that internal/script prepends to every dlock script.
+-- KEYS: none. ARGV: none. Returns: nothing; it only defines local functions.
+
+-- now_us returns the Redis server's clock in microseconds. Lua numbers are
+-- doubles, exact for integers up to 2^53, which microseconds since 1970
+-- stay below until the year 2255.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- int formats an integral Lua number without an exponent.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- issue_fence returns the next fence of a lock: max(last + 1, now), so
+-- fences rise strictly even when the lock's keys have expired, as long as
+-- the server clock does not step back. The last fence is kept only while
+-- it can still be ahead of the clock, plus a minute against clock steps:
+-- no key lives forever for a lock name.
+local function issue_fence(fence_key, now)
+  local last = tonumber(redis.call('GET', fence_key) or '0')
+  local fence = math.max(last + 1, now)
+  redis.call('SET', fence_key, int(fence), 'PX', math.ceil((fence - now) / 1000) + 60000)
+  return fence
+end

@@ -1,0 +1,21 @@
+-- mutex_acquire.lua: take the mutex if it is free.
+-- KEYS[1]  the mutex: hash {tok, fence, meta, since}, expiring with the lease
+-- KEYS[2]  the mutex's last fence
+-- ARGV[1]  token of the new lease
+-- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
+-- ARGV[3]  metadata shown by Status
+-- Returns  {1, fence} when taken;
+--          {0, holder's remaining TTL in ms (-1: never expires), holder's fence} when held.
+local held = redis.call('HGET', KEYS[1], 'fence')
+if held then
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(held)}
+end
+local now = now_us()
+local fence = issue_fence(KEYS[2], now)
+redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'fence', int(fence), 'meta', ARGV[3],
+  'since', int(math.floor(now / 1000)))
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return {1, fence}

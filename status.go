@@ -1,0 +1,21 @@
+package dlock
+
+import "time"
+
+// Status describes a lock as Redis has it at one moment.
+type Status struct {
+	Name string // the lock's name
+	Kind string // "mutex", "fair", "rw" or "set"
+	Held bool   // someone holds it now
+	// Metadata is the holder's WithMetadata text.
+	Metadata string
+	// TTL is the holder's remaining lease time; -1 if it never expires,
+	// 0 if the lock is free.
+	TTL time.Duration
+	// Since is when the holder acquired the lock, by Redis' clock; zero if
+	// the lock is free.
+	Since time.Time
+	// Fence is the holder's fence, or when free the last fence issued if
+	// Redis still remembers it (0 otherwise).
+	Fence uint64
+}
