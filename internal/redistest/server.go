@@ -418,3 +418,22 @@ func (t *tail) String() string {
 	}
 	return s
 }
+
+// StartMain starts a server that belongs to no single test, for TestMain
+// and Example functions. The caller must Stop it. A missing redis-server is
+// an error that says how to install it.
+func StartMain() (*Server, error) {
+	bin, err := binary("DLOCK_REDIS_SERVER", "redis-server")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir}
+	if err := s.startFresh(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,229 @@
+package dlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// helperEnv names the variable that turns the test binary into a lock
+// contender process (see runHelper).
+const helperEnv = "DLOCK_TEST_HELPER"
+
+// lockers builds the lock under test on a client; the exclusion tests run
+// for each kind.
+var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{
+	"mutex": func(c *dlock.Client, name string) dlock.Locker { return c.Mutex(name, dlock.WithTTL(5*time.Second)) },
+}
+
+// errOverlap reports that two holders were inside the critical section at
+// once.
+var errOverlap = errors.New("two holders at once")
+
+// critical runs one critical section guarded by an O_EXCL marker file,
+// which lives outside Redis: creating it fails if another holder is inside.
+func critical(marker string, hold time.Duration, record func()) error {
+	f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return errOverlap
+		}
+		return err
+	}
+	f.Close()
+	record()
+	time.Sleep(hold)
+	return os.Remove(marker)
+}
+
+// contend locks l repeatedly until ctx ends, recording each fence.
+func contend(ctx context.Context, l dlock.Locker, marker string, hold time.Duration, record func(uint64)) (int, error) {
+	n := 0
+	for ctx.Err() == nil {
+		lease, err := l.Lock(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, nil
+			}
+			return n, err
+		}
+		err = critical(marker, hold, func() { record(lease.Fence()) })
+		uerr := lease.Unlock(context.WithoutCancel(ctx))
+		if err != nil {
+			return n, err
+		}
+		if uerr != nil {
+			return n, fmt.Errorf("unlock: %w", uerr)
+		}
+		n++
+	}
+	return n, nil
+}
+
+func checkIncreasing(t *testing.T, fences []uint64) {
+	t.Helper()
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence %d at acquisition %d is not above %d before it", fences[i], i, fences[i-1])
+		}
+	}
+}
+
+func TestExclusionGoroutines(t *testing.T) {
+	for kind, mk := range lockers {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			c, _, _ := newClient(t, srv)
+			marker := filepath.Join(t.TempDir(), "held")
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+
+			var mu sync.Mutex
+			var fences []uint64
+			record := func(f uint64) { mu.Lock(); fences = append(fences, f); mu.Unlock() }
+			const workers = 16
+			errs := make([]error, workers)
+			counts := make([]int, workers)
+			var wg sync.WaitGroup
+			for i := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					counts[i], errs[i] = contend(ctx, mk(c, "shared"), marker, time.Millisecond, record)
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			if len(fences) < workers {
+				t.Fatalf("only %d acquisitions in 3s", len(fences))
+			}
+			checkIncreasing(t, fences)
+			t.Logf("%d acquisitions, per goroutine %v", len(fences), counts)
+		})
+	}
+}
+
+func TestExclusionProcesses(t *testing.T) {
+	for kind := range lockers {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			dir := t.TempDir()
+			log := filepath.Join(dir, "fences")
+			const procs = 3
+			cmds := make([]*exec.Cmd, procs)
+			outs := make([]strings.Builder, procs)
+			for i := range cmds {
+				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(),
+					helperEnv+"=contend",
+					"DLOCK_TEST_ADDR="+srv.Addr(),
+					"DLOCK_TEST_KIND="+kind,
+					"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
+					"DLOCK_TEST_LOG="+log,
+					"DLOCK_TEST_FOR=3s",
+					"DLOCK_TEST_GOROUTINES=2",
+				)
+				cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				cmds[i] = cmd
+			}
+			for i, cmd := range cmds {
+				if err := cmd.Wait(); err != nil {
+					t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
+				}
+			}
+			fences := readFences(t, log)
+			if len(fences) < procs {
+				t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
+			}
+			checkIncreasing(t, fences)
+			t.Logf("%d acquisitions across %d processes", len(fences), procs)
+		})
+	}
+}
+
+func readFences(t *testing.T, path string) []uint64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fences []uint64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n, err := strconv.ParseUint(sc.Text(), 10, 64)
+		if err != nil {
+			t.Fatalf("bad fence line %q", sc.Text())
+		}
+		fences = append(fences, n)
+	}
+	return fences
+}
+
+// runHelper is the body of a contender process; it returns the exit code.
+func runHelper(mode string) int {
+	if mode != "contend" {
+		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
+		return 2
+	}
+	d, err := time.ParseDuration(os.Getenv("DLOCK_TEST_FOR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	goroutines, _ := strconv.Atoi(os.Getenv("DLOCK_TEST_GOROUTINES"))
+	mk := lockers[os.Getenv("DLOCK_TEST_KIND")]
+	log, err := os.OpenFile(os.Getenv("DLOCK_TEST_LOG"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer log.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("DLOCK_TEST_ADDR")})
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+
+	errs := make([]error, goroutines)
+	var wg sync.WaitGroup
+	for i := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = contend(ctx, mk(c, "shared"), os.Getenv("DLOCK_TEST_MARKER"), time.Millisecond, func(f uint64) {
+				// One write per line with O_APPEND, inside the critical
+				// section: the file's order is the acquisition order.
+				fmt.Fprintf(log, "%d\n", f)
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
