@@ -1,0 +1,630 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+func TestMutexTryLockUnlock(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("job")
+
+	a, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("second TryLock: %v, want ErrNotAcquired", err)
+	}
+	if held, err := a.Held(ctx); err != nil || !held {
+		t.Fatalf("Held = %v, %v; want true", held, err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Fatalf("second Unlock: %v, want ErrInvalid", err)
+	}
+	if held, err := a.Held(ctx); err != nil || held {
+		t.Fatalf("Held after Unlock = %v, %v; want false", held, err)
+	}
+	b, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Unlock(ctx)
+	if b.Fence() <= a.Fence() {
+		t.Errorf("fence %d after %d", b.Fence(), a.Fence())
+	}
+	if a.Token() == b.Token() || len(a.Token()) != 32 {
+		t.Errorf("tokens %q and %q: want distinct 128-bit hex", a.Token(), b.Token())
+	}
+	if a.Name() != "job" {
+		t.Errorf("Name = %q", a.Name())
+	}
+}
+
+func TestMutexNamesAnyBytes(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	names := []string{"{tag}", "a}b{", "sp ace", "nul\x00byte", "ünï ✓", strings.Repeat("n", keys.MaxName)}
+	var leases []*dlock.Lease
+	for _, name := range names {
+		l, err := c.Mutex(name).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock(%q): %v", name, err)
+		}
+		leases = append(leases, l)
+	}
+	// Distinct names are distinct locks, and each is held.
+	for _, name := range names {
+		if _, err := c.Mutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("TryLock(%q) again: %v, want ErrNotAcquired", name, err)
+		}
+	}
+	for _, l := range leases {
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	cases := map[string]*dlock.Mutex{
+		"empty name":       c.Mutex(""),
+		"over-long name":   c.Mutex(strings.Repeat("x", keys.MaxName+1)),
+		"zero TTL":         c.Mutex("a", dlock.WithTTL(0)),
+		"sub-ms TTL":       c.Mutex("a", dlock.WithTTL(500*time.Microsecond)),
+		"negative stall":   c.Mutex("a", dlock.WithStallTimeout(-time.Second)),
+		"huge metadata":    c.Mutex("a", dlock.WithMetadata(strings.Repeat("m", dlock.MaxMetadata+1))),
+		"bad prefix":       dlock.New(rdb, dlock.WithPrefix("a{b")).Mutex("a"),
+		"empty prefix":     dlock.New(rdb, dlock.WithPrefix("")).Mutex("a"),
+		"nil redis client": dlock.New(nil).Mutex("a"),
+		"unknown RW mode":  c.Mutex("a", dlock.WithRWMode(dlock.RWMode(7))),
+	}
+	for name, m := range cases {
+		if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("%s: TryLock: %v, want ErrInvalid", name, err)
+		}
+		if _, err := m.Lock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("%s: Lock: %v, want ErrInvalid", name, err)
+		}
+		if _, err := m.Status(ctx); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("%s: Status: %v, want ErrInvalid", name, err)
+		}
+	}
+	l, err := c.Mutex("ok").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 0); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Refresh(0): %v, want ErrInvalid", err)
+	}
+	l.Unlock(ctx)
+}
+
+func TestMutexStatus(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("report", dlock.WithTTL(time.Minute), dlock.WithMetadata("host-a:42"))
+	st, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held || st.Fence != 0 || st.Kind != "mutex" || st.Name != "report" {
+		t.Fatalf("status of a new mutex: %+v", st)
+	}
+	before := time.Now().Add(-time.Second)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Held || st.Metadata != "host-a:42" || st.Fence != l.Fence() ||
+		st.TTL <= 50*time.Second || st.TTL > time.Minute || st.Since.Before(before) || st.Since.After(time.Now().Add(time.Second)) {
+		t.Fatalf("status while held: %+v (fence %d)", st, l.Fence())
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held || st.Fence != l.Fence() || st.TTL != 0 || st.Metadata != "" {
+		t.Fatalf("status after unlock: %+v, want free with last fence %d", st, l.Fence())
+	}
+}
+
+// TestFenceSurvivesExpiry checks fences rise even when every key of the
+// lock is gone, and that no key outlives its use.
+func TestFenceSurvivesExpiry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("fenced")
+	var last uint64
+	for i := range 20 {
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("round %d: fence %d not above %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			rdb.FlushAll(ctx) // as if every key had expired
+		}
+	}
+	// With the lock free, no key of it may live forever.
+	ks, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ks {
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl < 0 || ttl > 2*time.Minute {
+			t.Errorf("key %q has TTL %v; want a bounded one", k, ttl)
+		}
+	}
+}
+
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, cnt := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("rt")
+	// Warm up: the first run of each script pays a NOSCRIPT fallback.
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock(ctx)
+
+	before := cnt.Load()
+	l, err = m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := cnt.Load() - before; n != 2 {
+		t.Fatalf("TryLock+Unlock sent %d commands, want 2", n)
+	}
+}
+
+// TestWaiterDoesNotPoll holds a lock for a long time and counts the
+// commands a blocked waiter sends: a poller would send dozens.
+func TestWaiterDoesNotPoll(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	holderC, _, _ := newClient(t, srv)
+	waiterC, _, cnt := newClient(t, srv)
+	ctx := t.Context()
+	h, err := holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiterC.Mutex("busy").Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if n := cnt.Load(); n > 3 {
+		t.Errorf("waiter sent %d commands in 1.5s while the lock was held: %s", n, cnt)
+	}
+	// Five releases and re-takes by the holder: each may wake the waiter once.
+	for range 5 {
+		h.Unlock(ctx)
+		if h, err = holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			// The waiter won a race for the released lock: fine, and done.
+			h.Unlock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if n := cnt.Load(); n > 3+5*2 {
+		t.Errorf("waiter sent %d commands over 5 releases: %s", n, cnt)
+	}
+	h.Unlock(ctx)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReleaseWakesWaiter: a waiter behind a 30s lease gets the lock when
+// it is released, not when the lease would have run out.
+func TestReleaseWakesWaiter(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("wake", dlock.WithTTL(30*time.Second))
+	h, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(200 * time.Millisecond)
+	h.Unlock(ctx)
+	select {
+	case l := <-got:
+		if l != nil {
+			l.Unlock(ctx)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+}
+
+// TestWaiterSurvivesSubscriptionLoss kills the shared subscription
+// connection while a waiter waits; the release after it must still wake
+// the waiter long before the holder's 30s lease would run out.
+func TestWaiterSurvivesSubscriptionLoss(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	holderC, admin, _ := newClient(t, srv)
+	waiterC, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	h, err := holderC.Mutex("resub", dlock.WithTTL(30*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiterC.Mutex("resub").Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if n, err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1 connection killed", n, err)
+	}
+	time.Sleep(500 * time.Millisecond) // let the hub reconnect
+	h.Unlock(ctx)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken after the subscription was re-established")
+	}
+}
+
+// TestCrashedHolder: a holder that stops renewing and never unlocks; the
+// waiter gets the lock when the TTL runs out, with no release announced.
+func TestCrashedHolder(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 700 * time.Millisecond
+	crashed, err := c.Mutex("crash", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := c.Mutex("crash").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(start)
+	defer l.Unlock(ctx)
+	if waited < ttl-100*time.Millisecond || waited > ttl+2*time.Second {
+		t.Errorf("waiter got the lock after %v; the crashed holder's TTL was %v", waited, ttl)
+	}
+	if l.Fence() <= crashed.Fence() {
+		t.Errorf("fence %d not above the crashed holder's %d", l.Fence(), crashed.Fence())
+	}
+	select {
+	case <-crashed.Lost():
+	case <-time.After(time.Second):
+		t.Error("the expired lease's Lost() did not close")
+	}
+	if err := crashed.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock of the expired lease: %v, want ErrLost", err)
+	}
+}
+
+// TestLostOnFlush: the holder's keys vanish; Lost() closes and Do's
+// context is cancelled with cause ErrLost, within the TTL.
+func TestLostOnFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 900 * time.Millisecond
+	var flushed time.Time
+	err := c.Mutex("flush", dlock.WithTTL(ttl)).Do(ctx, func(ctx context.Context) error {
+		flushed = time.Now()
+		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
+				t.Errorf("cause = %v, want ErrLost", cause)
+			}
+			if d := time.Since(flushed); d > ttl {
+				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
+			}
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("Do's context not cancelled after the keys vanished")
+		}
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
+	}
+}
+
+// TestLostWhenRedisPauses: Redis stops answering (SIGSTOP). Lost() must
+// close before the lease could have expired on the server: at most TTL
+// after the pause, since the last successful renewal came before it.
+func TestLostWhenRedisPauses(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 1200 * time.Millisecond
+	l, err := c.Mutex("pause", dlock.WithTTL(ttl)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 2) // let a renewal happen first
+	paused := time.Now()
+	srv.Pause(t)
+	defer srv.Resume(t)
+	select {
+	case <-l.Lost():
+		if d := time.Since(paused); d >= ttl {
+			t.Errorf("Lost() closed %v after the pause; must be before the TTL %v", d, ttl)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() did not close while Redis was paused")
+	}
+	srv.Resume(t)
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock after loss: %v, want ErrLost", err)
+	}
+}
+
+// TestRenewalKeepsLease: with auto-refresh a lease outlives its TTL many
+// times over, and a second holder never gets in.
+func TestRenewalKeepsLease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("renew", dlock.WithTTL(300*time.Millisecond))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if _, err := m.Lock(tctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Lock = %v; want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("renewed lease reported lost")
+	default:
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManualRefresh(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("manual", dlock.WithTTL(400*time.Millisecond), dlock.WithAutoRefresh(false))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		time.Sleep(200 * time.Millisecond)
+		if err := l.Refresh(ctx, 400*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("refreshed lease reported lost")
+	default:
+	}
+	rdb.FlushAll(ctx)
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Refresh after flush: %v, want ErrLost", err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("Lost() open after Refresh found the lease gone")
+	}
+}
+
+func TestStallTimeout(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	const stall = 300 * time.Millisecond
+
+	t.Run("stuck holder", func(t *testing.T) {
+		if _, err := c.Mutex("stuck", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err := c.Mutex("stuck", dlock.WithStallTimeout(stall)).Lock(ctx)
+		if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock = %v; want a stall ErrNotAcquired", err)
+		}
+		if d := time.Since(start); d < stall || d > stall+2*time.Second {
+			t.Errorf("gave up after %v; stall timeout %v", d, stall)
+		}
+	})
+
+	t.Run("changing holders", func(t *testing.T) {
+		// Hand the lock from holder to holder every 100ms without ever
+		// freeing it, as a busy lock does; the waiter must keep waiting.
+		key := keys.For(dlock.DefaultPrefix, keys.KindMutex, "busy").Key()
+		if _, err := c.Mutex("busy", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		churned := make(chan error, 1)
+		go func() {
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					churned <- nil
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if err := rdb.HSet(context.Background(), key, "tok", "other", "fence", 1000+i).Err(); err != nil {
+					churned <- err
+					return
+				}
+			}
+		}()
+		wctx, cancel := context.WithTimeout(ctx, 5*stall)
+		defer cancel()
+		_, err := c.Mutex("busy", dlock.WithStallTimeout(stall)).Lock(wctx)
+		close(stop)
+		if cerr := <-churned; cerr != nil {
+			t.Fatal(cerr)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock = %v; want to wait until the deadline while holders change", err)
+		}
+	})
+}
+
+func TestLockContextErrors(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	if _, err := c.Mutex("ctx", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := c.Mutex("ctx").Lock(cctx)
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock = %v; want ErrNotAcquired and context.Canceled", err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	if _, err := c.Mutex("closed", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Mutex("closed").Lock(ctx)
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, dlock.ErrInvalid) {
+			t.Fatalf("Lock on a closing client = %v, want ErrInvalid", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock still blocked after Close")
+	}
+}
+
+func TestNoExpiry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("forever", dlock.WithNoExpiry())
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Status(ctx)
+	if err != nil || st.TTL != -1 {
+		t.Fatalf("Status = %+v, %v; want TTL -1", st, err)
+	}
+	key := keys.For(dlock.DefaultPrefix, keys.KindMutex, "forever").Key()
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 {
+		t.Fatalf("PTTL = %v, want -1 (no expiry)", ttl)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatal("key left after Unlock")
+	}
+	_ = redis.Nil
+}
