@@ -1,0 +1,121 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+)
+
+// The examples run against the redis-server that TestMain starts at
+// exampleAddr; in your code that is your Redis address.
+
+func ExampleMutex_Lock() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	lease, err := locks.Mutex("nightly-report").Lock(ctx)
+	if err != nil {
+		fmt.Println("not locked:", err)
+		return
+	}
+	defer lease.Unlock(ctx)
+	fmt.Println("holding", lease.Name())
+	// Output: holding nightly-report
+}
+
+func ExampleMutex_Do() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// Do waits for the lock, runs the function, and unlocks. The function's
+	// context is cancelled if the lease is lost, e.g. when Redis cannot be
+	// reached to renew it.
+	err := locks.Mutex("migrate-db", dlock.WithTTL(30*time.Second)).Do(ctx, func(ctx context.Context) error {
+		fmt.Println("migrating, alone")
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// migrating, alone
+	// err: <nil>
+}
+
+func ExampleMutex_TryLock() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	first, _ := locks.Mutex("cron:cleanup").TryLock(ctx)
+	defer first.Unlock(ctx)
+
+	// Another run of the job finds the lock taken and skips its turn.
+	_, err := locks.Mutex("cron:cleanup").TryLock(ctx)
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		fmt.Println("another run holds it; skipping")
+	}
+	// Output: another run holds it; skipping
+}
+
+func ExampleLease_Fence() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	a, _ := locks.Mutex("ledger").Lock(ctx)
+	a.Unlock(ctx)
+	b, _ := locks.Mutex("ledger").Lock(ctx)
+	defer b.Unlock(ctx)
+
+	// Send the fence with every write; the store keeps the highest fence it
+	// has seen and refuses writes that carry a lower one.
+	fmt.Println("later lease has a higher fence:", b.Fence() > a.Fence())
+	// Output: later lease has a higher fence: true
+}
+
+func ExampleMutex_Status() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	m := locks.Mutex("deploy", dlock.WithMetadata("ci-runner-7"))
+	lease, _ := m.Lock(ctx)
+	defer lease.Unlock(ctx)
+
+	st, _ := m.Status(ctx)
+	fmt.Println(st.Held, st.Metadata, st.Fence == lease.Fence())
+	// Output: true ci-runner-7 true
+}
+
+func ExampleWithStallTimeout() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	stuck, _ := locks.Mutex("import", dlock.WithTTL(time.Minute)).Lock(ctx)
+	defer stuck.Unlock(ctx)
+
+	// Wait as long as the lock changes hands, but give up once one holder
+	// has kept it for 200ms while we waited.
+	_, err := locks.Mutex("import", dlock.WithStallTimeout(200*time.Millisecond)).Lock(ctx)
+	fmt.Println(errors.Is(err, dlock.ErrNotAcquired))
+	// Output: true
+}

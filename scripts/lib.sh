@@ -1,0 +1,14 @@
+# Shared by scripts/test and scripts/demo: make sure redis-server exists.
+ensure_redis() {
+  if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+    return
+  fi
+  echo "redis-server not found; installing it from the Debian packages..." >&2
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "need root (or sudo) to apt-get install redis-server" >&2; exit 1; }
+    sudo=sudo
+  fi
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-sentinel >&2
+}
