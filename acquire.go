@@ -52,42 +52,59 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 	if err != nil {
 		return nil, err
 	}
+	var w *notify.Waiter
+	if block {
+		// Listening already: then this try is the waiter's first.
+		w = c.hub.Join(a.channel, tok)
+	}
 	sent := time.Now()
 	r, err := a.try(ctx, tok)
-	if err != nil {
-		return nil, a.failed(ctx, err)
-	}
-	if r.ok {
-		return a.grant(tok, r, sent), nil
-	}
-	if !block {
+	if err != nil || r.ok || !block {
+		if w != nil {
+			w.Close()
+		}
+		switch {
+		case err != nil:
+			return nil, a.failed(ctx, err)
+		case r.ok:
+			return a.grant(tok, r, sent), nil
+		}
 		return nil, fmt.Errorf("%w: %s %q is held", ErrNotAcquired, a.kind, a.name)
 	}
-	w, err := c.hub.Subscribe(ctx, a.channel, tok)
-	if err != nil {
-		a.giveUp(tok)
-		if errors.Is(err, notify.ErrClosed) {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	retry := w == nil
+	if retry {
+		w, err = c.hub.Subscribe(ctx, a.channel, tok)
+		if err != nil {
+			a.giveUp(tok)
+			if errors.Is(err, notify.ErrClosed) {
+				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			return nil, a.failed(ctx, err)
 		}
-		return nil, a.failed(ctx, err)
 	}
 	defer w.Close()
-	return c.wait(ctx, a, w, tok, r.holder)
+	return c.wait(ctx, a, w, tok, r, retry)
 }
 
 // wait is the blocking part of acquire, entered with the subscription
-// confirmed. Its first try catches a release that came before that.
-func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok string, holder uint64) (*Lease, error) {
-	stallClock := time.Now()
+// confirmed after a failed try whose reply is r. If the subscription came
+// after that try (retry), a release may have been missed in between, so it
+// tries again at once.
+func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok string, r attempt, retry bool) (*Lease, error) {
+	holder, stallClock := r.holder, time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var backoff time.Duration
 	for {
-		sent := time.Now()
-		r, err := a.try(ctx, tok)
-		if err == nil && r.ok {
-			return a.grant(tok, r, sent), nil
+		var err error
+		if retry {
+			sent := time.Now()
+			r, err = a.try(ctx, tok)
+			if err == nil && r.ok {
+				return a.grant(tok, r, sent), nil
+			}
 		}
+		retry = true
 		next := time.Duration(-1) // when to try again unasked; <0: only when woken
 		switch {
 		case err == nil:

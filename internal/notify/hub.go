@@ -180,6 +180,26 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 	return w, nil
 }
 
+// Join registers a waiter on channel if the hub already holds a confirmed
+// subscription to it, without any network traffic; otherwise it returns
+// nil. A waiter that joined before its try needs no second try after
+// subscribing: no release could have gone unheard in between.
+func (h *Hub) Join(name, key string) *Waiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.chans[name]
+	if h.closed || ch == nil || !ch.confirmed {
+		return nil
+	}
+	if ch.idle != nil {
+		ch.idle.Stop()
+		ch.idle = nil
+	}
+	w := &Waiter{hub: h, ch: ch, key: key, c: make(chan struct{}, 1)}
+	ch.waiters = append(ch.waiters, w)
+	return w
+}
+
 // C receives when the waiter should try again.
 func (w *Waiter) C() <-chan struct{} { return w.c }
 

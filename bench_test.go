@@ -1,0 +1,159 @@
+package dlock_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// BenchmarkMutexTryLockUnlock is the uncontended path: one TryLock and one
+// Unlock, two round trips.
+func BenchmarkMutexTryLockUnlock(b *testing.B) {
+	srv := redistest.Start(b)
+	c, _, cnt := newClient(b, srv)
+	ctx := context.Background()
+	m := c.Mutex("bench")
+	warm, err := m.TryLock(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm.Unlock(ctx)
+	before := cnt.Load()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cnt.Load()-before)/float64(b.N), "rt/op")
+}
+
+// BenchmarkMutexHandoff measures how fast a release reaches a blocked
+// waiter. waiters+1 goroutines take turns: hold the lock 2ms, unlock, step
+// away 1ms. The others are blocked in Lock at each release, so every
+// acquisition is a hand-off. handoff-p50/p99 is the time from Unlock
+// returning to the next holder's Lock returning; rt/acq counts every
+// command all clients sent per acquisition (tries, wake-ups, unlock).
+// clients=each gives every goroutine its own dlock client, as separate
+// machines; clients=shared puts them all on one.
+func BenchmarkMutexHandoff(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		for _, waiters := range []int{1, 8, 64} {
+			name := fmt.Sprintf("clients=each/waiters=%d", waiters)
+			if shared {
+				name = fmt.Sprintf("clients=shared/waiters=%d", waiters)
+			}
+			b.Run(name, func(b *testing.B) {
+				benchHandoff(b, waiters, shared, func(c *dlock.Client) dlock.Locker {
+					return c.Mutex("handoff")
+				})
+			})
+		}
+	}
+}
+
+func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client) dlock.Locker) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	type worker struct {
+		l   dlock.Locker
+		cnt *counter
+	}
+	workers := make([]worker, waiters+1)
+	c, _, cnt := newClient(b, srv)
+	for i := range workers {
+		if !shared && i > 0 {
+			c, _, cnt = newClient(b, srv)
+		}
+		workers[i] = worker{mk(c), cnt}
+	}
+	// Warm the script cache.
+	if l, err := workers[0].l.Lock(ctx); err == nil {
+		l.Unlock(ctx)
+	}
+	var (
+		mu         sync.Mutex
+		lastUnlock time.Time
+		gaps       = make([]time.Duration, 0, b.N)
+		left       atomic.Int64
+		wg         sync.WaitGroup
+		failed     atomic.Value
+	)
+	left.Store(int64(b.N))
+	sent := func() (n int64) {
+		seen := map[*counter]bool{}
+		for _, w := range workers {
+			if !seen[w.cnt] {
+				seen[w.cnt] = true
+				n += w.cnt.Load()
+			}
+		}
+		return n
+	}
+	before := sent()
+	b.ResetTimer()
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				l, err := w.l.Lock(ctx)
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				if !lastUnlock.IsZero() {
+					gaps = append(gaps, now.Sub(lastUnlock))
+				}
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				if err := l.Unlock(ctx); err != nil {
+					failed.Store(err)
+					return
+				}
+				mu.Lock()
+				lastUnlock = time.Now()
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(gaps)
+	if len(gaps) > 0 {
+		b.ReportMetric(float64(gaps[len(gaps)/2].Microseconds()), "handoff-p50-µs")
+		b.ReportMetric(float64(gaps[len(gaps)*99/100].Microseconds()), "handoff-p99-µs")
+	}
+	b.ReportMetric(float64(sent()-before)/float64(b.N), "rt/acq")
+}
+
+// BenchmarkPing is the floor for one round trip on this machine, to read
+// the other figures against.
+func BenchmarkPing(b *testing.B) {
+	srv := redistest.Start(b)
+	_, rdb, _ := newClient(b, srv)
+	ctx := context.Background()
+	for b.Loop() {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
