@@ -2,11 +2,8 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock/internal/keys"
 )
@@ -21,6 +18,7 @@ import (
 // take it again at once, as with sync.Mutex. Use FairMutex for arrival
 // order.
 type Mutex struct {
+	owner
 	c    *Client
 	name string
 	cfg  lockConfig
@@ -38,6 +36,7 @@ func (c *Client) Mutex(name string, opts ...LockOption) *Mutex {
 	if m.err == nil {
 		m.err = m.cfg.err
 	}
+	m.owner = owner{rdb: c.rdb, key: m.keys.Key()}
 	return m
 }
 
@@ -78,16 +77,10 @@ func (m *Mutex) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("dlock: status of mutex %q: %w", m.name, err)
 	}
-	if len(v) != 5 {
+	if len(v) < 5 {
 		return Status{}, fmt.Errorf("dlock: status of mutex %q: unexpected reply %v", m.name, v)
 	}
-	st := Status{Name: m.name, Kind: keys.KindMutex, Held: toInt(v[0]) == 1, Fence: uint64(toInt(v[2]))}
-	if st.Held {
-		st.TTL = ttlOf(toInt(v[1]))
-		st.Metadata, _ = v[3].(string)
-		st.Since = time.UnixMilli(toInt(v[4]))
-	}
-	return st, nil
+	return ownerStatus(m.name, keys.KindMutex, v), nil
 }
 
 func (m *Mutex) acquisition() *acquisition {
@@ -113,43 +106,7 @@ func (m *Mutex) try(ctx context.Context, tok string) (attempt, error) {
 	return parseAttempt(v)
 }
 
-func (m *Mutex) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return mutexRefresh.Run(ctx, m.c.rdb, []string{m.keys.Key()}, tok, ttl.Milliseconds()).Bool()
-}
-
 func (m *Mutex) release(ctx context.Context, tok string) (bool, error) {
 	return mutexRelease.Run(ctx, m.c.rdb, []string{m.keys.Key()},
 		tok, m.c.hub.PublishCommand(), m.keys.Channel()).Bool()
-}
-
-func (m *Mutex) held(ctx context.Context, tok string) (bool, error) {
-	v, err := m.c.rdb.HGet(ctx, m.keys.Key(), "tok").Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	return v == tok, err
-}
-
-// parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder}.
-func parseAttempt(v []any) (attempt, error) {
-	if len(v) >= 2 && toInt(v[0]) == 1 {
-		return attempt{ok: true, fence: uint64(toInt(v[1]))}, nil
-	}
-	if len(v) >= 3 {
-		return attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}, nil
-	}
-	return attempt{}, fmt.Errorf("dlock: unexpected script reply %v", v)
-}
-
-// ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1.
-func ttlOf(ms int64) time.Duration {
-	if ms < 0 {
-		return -1
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-func toInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
 }

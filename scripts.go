@@ -15,6 +15,6 @@ var scriptFS, _ = fs.Sub(scriptFiles, "scripts")
 var (
 	mutexAcquire = script.MustLoad(scriptFS, "mutex_acquire.lua")
 	mutexRelease = script.MustLoad(scriptFS, "mutex_release.lua")
-	mutexRefresh = script.MustLoad(scriptFS, "mutex_refresh.lua")
+	ownerRefresh = script.MustLoad(scriptFS, "owner_refresh.lua")
 	mutexStatus  = script.MustLoad(scriptFS, "mutex_status.lua")
 )

@@ -1,5 +1,5 @@
--- mutex_refresh.lua: extend the lease if the token still holds the mutex.
--- KEYS[1]  the mutex hash
+-- owner_refresh.lua: extend the lease if the token still holds the lock.
+-- KEYS[1]  the lock's owner hash {tok, fence, meta, since} (Mutex, FairMutex)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  new TTL in milliseconds
 -- Returns  1 when extended; 0 when the token did not hold it (nothing changes).

@@ -1,0 +1,66 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// owner is the hash that records who holds an exclusive lock (Mutex,
+// FairMutex): {tok, fence, meta, since}, expiring with the lease. It
+// carries the lease operations the two share.
+type owner struct {
+	rdb redis.UniversalClient
+	key string
+}
+
+func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
+	return ownerRefresh.Run(ctx, o.rdb, []string{o.key}, tok, ttl.Milliseconds()).Bool()
+}
+
+func (o owner) held(ctx context.Context, tok string) (bool, error) {
+	v, err := o.rdb.HGet(ctx, o.key, "tok").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return v == tok, err
+}
+
+// ownerStatus reads the first five fields of a status script's reply:
+// {held, pttl, fence, metadata, since}.
+func ownerStatus(name, kind string, v []any) Status {
+	st := Status{Name: name, Kind: kind, Held: toInt(v[0]) == 1, Fence: uint64(toInt(v[2]))}
+	if st.Held {
+		st.TTL = ttlOf(toInt(v[1]))
+		st.Metadata, _ = v[3].(string)
+		st.Since = time.UnixMilli(toInt(v[4]))
+	}
+	return st
+}
+
+// parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder}.
+func parseAttempt(v []any) (attempt, error) {
+	if len(v) >= 2 && toInt(v[0]) == 1 {
+		return attempt{ok: true, fence: uint64(toInt(v[1]))}, nil
+	}
+	if len(v) >= 3 {
+		return attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}, nil
+	}
+	return attempt{}, fmt.Errorf("dlock: unexpected script reply %v", v)
+}
+
+// ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1.
+func ttlOf(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func toInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}
