@@ -39,6 +39,9 @@ type acquisition struct {
 	grant func(token string, r attempt, sent time.Time) *Lease
 	// leave, if set, withdraws a waiter that gives up (a queue entry).
 	leave func(ctx context.Context, token string)
+	// heartbeat, if set, is the longest a waiter may go without a try:
+	// its tries keep its place in a queue alive.
+	heartbeat time.Duration
 }
 
 // acquire takes the lock: once if !block, else waiting until it is
@@ -69,7 +72,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 		case r.ok:
 			return a.grant(tok, r, sent), nil
 		}
-		return nil, fmt.Errorf("%w: %s %q is held", ErrNotAcquired, a.kind, a.name)
+		return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.kind, a.name)
 	}
 	retry := w == nil
 	if retry {
@@ -123,6 +126,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			}
 			if r.wait >= 0 && (next < 0 || r.wait < next) {
 				next = r.wait + time.Millisecond
+			}
+			if a.heartbeat > 0 && (next < 0 || a.heartbeat < next) {
+				next = a.heartbeat
 			}
 		case ctx.Err() == nil && transient(err):
 			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)

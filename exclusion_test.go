@@ -28,6 +28,7 @@ const helperEnv = "DLOCK_TEST_HELPER"
 // for each kind.
 var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{
 	"mutex": func(c *dlock.Client, name string) dlock.Locker { return c.Mutex(name, dlock.WithTTL(5*time.Second)) },
+	"fair":  func(c *dlock.Client, name string) dlock.Locker { return c.FairMutex(name, dlock.WithTTL(5*time.Second)) },
 }
 
 // errOverlap reports that two holders were inside the critical section at
@@ -139,7 +140,7 @@ func TestExclusionProcesses(t *testing.T) {
 					"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
 					"DLOCK_TEST_LOG="+log,
 					"DLOCK_TEST_FOR=3s",
-					"DLOCK_TEST_GOROUTINES=2",
+					"DLOCK_TEST_GOROUTINES=4",
 				)
 				cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 				if err := cmd.Start(); err != nil {
@@ -183,7 +184,11 @@ func readFences(t *testing.T, path string) []uint64 {
 
 // runHelper is the body of a contender process; it returns the exit code.
 func runHelper(mode string) int {
-	if mode != "contend" {
+	switch mode {
+	case "contend":
+	case "queue":
+		return queueForever()
+	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2
 	}
@@ -226,4 +231,13 @@ func runHelper(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+// queueForever joins the queue of a fair mutex and waits until killed.
+func queueForever() int {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("DLOCK_TEST_ADDR")})
+	c := dlock.New(rdb)
+	_, err := c.FairMutex(os.Getenv("DLOCK_TEST_NAME"), dlock.WithMetadata("doomed")).Lock(context.Background())
+	fmt.Fprintln(os.Stderr, "queueForever: Lock returned", err)
+	return 1
 }

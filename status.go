@@ -18,4 +18,12 @@ type Status struct {
 	// Fence is the holder's fence, or when free the last fence issued if
 	// Redis still remembers it (0 otherwise).
 	Fence uint64
+	// Waiters are the live callers queued for a FairMutex, first first.
+	Waiters []Waiter
+}
+
+// Waiter is one caller queued for a FairMutex.
+type Waiter struct {
+	Metadata string    // the waiter's WithMetadata text
+	Since    time.Time // when it joined the queue, by Redis' clock
 }

@@ -25,3 +25,16 @@ local function issue_fence(fence_key, now)
   redis.call('SET', fence_key, int(fence), 'PX', math.ceil((fence - now) / 1000) + 60000)
   return fence
 end
+
+-- prune_waiters drops queued waiters whose liveness deadline (score in the
+-- alive set, ms) has passed: a waiter that died is skipped after its
+-- liveness timeout, not after a lock TTL. At most 100 per call, to bound
+-- the script's run time; the rest go on the next call.
+local function prune_waiters(queue, alive, wmeta, now_ms)
+  local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', now_ms, 'LIMIT', 0, 100)
+  if #dead > 0 then
+    redis.call('ZREM', queue, unpack(dead))
+    redis.call('ZREM', alive, unpack(dead))
+    redis.call('HDEL', wmeta, unpack(dead))
+  end
+end

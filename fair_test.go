@@ -1,0 +1,270 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// waitQueued waits until the fair mutex's status lists n waiters.
+func waitQueued(t *testing.T, f *dlock.FairMutex, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := f.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Waiters) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters queued, want %d", len(st.Waiters), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFairOrder(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	holderC, _, _ := newClient(t, srv)
+	f := holderC.FairMutex("line", dlock.WithTTL(30*time.Second))
+	h, err := f.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var mu sync.Mutex
+	var order []int
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		// Half the waiters share a client, half have their own.
+		c := holderC
+		if i%2 == 1 {
+			c, _, _ = newClient(t, srv)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.FairMutex("line", dlock.WithMetadata(fmt.Sprint("waiter-", i))).Lock(ctx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			errs[i] = l.Unlock(ctx)
+		}()
+		waitQueued(t, f, i+1) // arrival order is known
+	}
+	st, err := f.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range st.Waiters {
+		if want := fmt.Sprint("waiter-", i); w.Metadata != want {
+			t.Errorf("queue position %d: %q, want %q", i, w.Metadata, want)
+		}
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("acquisition order %v, want 0..%d", order, n-1)
+		}
+	}
+}
+
+func TestFairTryLockDoesNotJumpQueue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	f := c.FairMutex("q", dlock.WithTTL(30*time.Second))
+	l, err := f.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock on a free lock with no queue: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		w, err := f.Lock(ctx)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(t, f, 1)
+	if _, err := f.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock while held: %v", err)
+	}
+	// Release: the lock is free for an instant, but the waiter is first.
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFairDeadWaitersAhead: a SIGKILLed waiter process and a cancelled
+// waiter are ahead of a live one behind a 30s lease. After the release,
+// the live waiter gets the lock within the waiter liveness timeout (3s),
+// not the lock TTL.
+func TestFairDeadWaitersAhead(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	f := c.FairMutex("dead-ahead", dlock.WithTTL(30*time.Second))
+	h, err := f.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 1st in line: a process that will be killed.
+	doomed := exec.Command(os.Args[0], "-test.run=^$")
+	doomed.Env = append(os.Environ(), helperEnv+"=queue", "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME=dead-ahead")
+	if err := doomed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { doomed.Process.Kill(); doomed.Wait() })
+	waitQueued(t, f, 1)
+
+	// 2nd: a waiter whose context will be cancelled.
+	cctx, cancel := context.WithCancel(ctx)
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := c.FairMutex("dead-ahead").Lock(cctx)
+		cancelled <- err
+	}()
+	waitQueued(t, f, 2)
+
+	// 3rd: the live waiter.
+	live := make(chan time.Time, 1)
+	go func() {
+		l, err := c.FairMutex("dead-ahead").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+			live <- time.Time{}
+			return
+		}
+		live <- time.Now()
+		l.Unlock(ctx)
+	}()
+	waitQueued(t, f, 3)
+
+	if err := doomed.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	doomed.Wait()
+	cancel()
+	if err := <-cancelled; !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	released := time.Now()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-live:
+		if d := at.Sub(released); d > 3*time.Second+500*time.Millisecond {
+			t.Errorf("live waiter got the lock %v after the release; liveness timeout is 3s", d)
+		} else {
+			t.Logf("live waiter got the lock %v after the release", d.Round(time.Millisecond))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("live waiter still waiting 10s after the release")
+	}
+}
+
+func TestFairStatusAndLoss(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	f := c.FairMutex("fs", dlock.WithTTL(time.Second), dlock.WithMetadata("boss"))
+	err := f.Do(ctx, func(ctx context.Context) error {
+		st, err := f.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if !st.Held || st.Metadata != "boss" || st.Kind != "fair" || len(st.Waiters) != 0 {
+			return fmt.Errorf("status while held: %+v", st)
+		}
+		rdb.FlushAll(context.Background())
+		select {
+		case <-ctx.Done():
+			if !errors.Is(context.Cause(ctx), dlock.ErrLost) {
+				return fmt.Errorf("cause %v", context.Cause(ctx))
+			}
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("not told of the loss")
+		}
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want ErrLost from the unlock", err)
+	}
+}
+
+// TestFairRoundTripsBounded: 64 waiters on one lock; the commands sent per
+// acquisition stay small, since each release wakes one waiter.
+func TestFairRoundTripsBounded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, cnt := newClient(t, srv)
+	ctx := t.Context()
+	f := c.FairMutex("many", dlock.WithTTL(30*time.Second))
+	h, err := f.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := f.Lock(ctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			errs[i] = err
+		}()
+	}
+	waitQueued(t, f, n)
+	before := cnt.Load()
+	start := time.Now()
+	h.Unlock(ctx)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	per := float64(cnt.Load()-before) / n
+	// A wake-up try and an unlock per acquisition, one spare, plus the
+	// heartbeats (each waiter one a second) while the queue drains.
+	limit := 3 + time.Since(start).Seconds()
+	t.Logf("%.2f commands per acquisition, %d acquisitions in %v", per, n, time.Since(start).Round(time.Millisecond))
+	if per > limit {
+		t.Errorf("%.2f commands per acquisition, want at most %.2f", per, limit)
+	}
+}

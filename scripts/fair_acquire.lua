@@ -1,0 +1,62 @@
+-- fair_acquire.lua: take the fair mutex if it is free and the caller is
+-- first in line; otherwise (when asked) queue the caller, or renew its
+-- place. Waiting order is arrival order at Redis; dead waiters are pruned.
+-- KEYS[1]  the owner hash {tok, fence, meta, since}, expiring with the lease
+-- KEYS[2]  the last fence
+-- KEYS[3]  the queue: zset token -> arrival order (strictly rising)
+-- KEYS[4]  liveness: zset token -> deadline (server ms)
+-- KEYS[5]  waiter metadata: hash token -> metadata
+-- ARGV[1]  token
+-- ARGV[2]  lease TTL in ms; 0 = the lease never expires
+-- ARGV[3]  metadata
+-- ARGV[4]  1 to join the queue when not granted (Lock), 0 not to (TryLock)
+-- ARGV[5]  waiter liveness timeout in ms
+-- Returns  {1, fence} when taken;
+--          {0, ms until it is worth trying again unasked (-1: only when
+--           woken), holder's fence (0 when free but another waiter is first)}.
+local tok = ARGV[1]
+local now = now_us()
+local now_ms = math.floor(now / 1000)
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
+local held = redis.call('HGET', KEYS[1], 'fence')
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if not held and (head == nil or head == tok) then
+  if head then
+    redis.call('ZREM', KEYS[3], tok)
+    redis.call('ZREM', KEYS[4], tok)
+    redis.call('HDEL', KEYS[5], tok)
+  end
+  local fence = issue_fence(KEYS[2], now)
+  redis.call('HSET', KEYS[1], 'tok', tok, 'fence', int(fence), 'meta', ARGV[3], 'since', int(now_ms))
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
+  return {1, fence}
+end
+local live = tonumber(ARGV[5])
+if ARGV[4] == '1' then
+  if not redis.call('ZSCORE', KEYS[3], tok) then
+    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    local order = now
+    if last[2] then
+      order = math.max(tonumber(last[2]) + 1, now)
+    end
+    redis.call('ZADD', KEYS[3], order, tok)
+    redis.call('HSET', KEYS[5], tok, ARGV[3])
+    if not head then
+      head = tok
+    end
+  end
+  redis.call('ZADD', KEYS[4], now_ms + live, tok)
+  -- The queue's keys live as long as a waiter heartbeats, no longer.
+  redis.call('PEXPIRE', KEYS[3], 2 * live)
+  redis.call('PEXPIRE', KEYS[4], 2 * live)
+  redis.call('PEXPIRE', KEYS[5], 2 * live)
+end
+if held then
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(held)}
+end
+-- Free, but another waiter is first: it takes the lock, or is pruned at
+-- its liveness deadline.
+return {0, tonumber(redis.call('ZSCORE', KEYS[4], head)) - now_ms, 0}

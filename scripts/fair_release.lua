@@ -1,0 +1,18 @@
+-- fair_release.lua: release the fair mutex if the token holds it, and wake
+-- the first live waiter, and only it.
+-- KEYS[1]  the owner hash
+-- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata (KEYS[2] unused)
+-- ARGV[1]  token of the lease
+-- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[3]  the release channel; the message is the woken waiter's token
+-- Returns  1 when released; 0 when the token did not hold it (nothing changes).
+if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], math.floor(now_us() / 1000))
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if head then
+  redis.call(ARGV[2], ARGV[3], head)
+end
+return 1
