@@ -28,7 +28,9 @@ const helperEnv = "DLOCK_TEST_HELPER"
 // for each kind.
 var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{
 	"mutex": func(c *dlock.Client, name string) dlock.Locker { return c.Mutex(name, dlock.WithTTL(5*time.Second)) },
-	"fair":  func(c *dlock.Client, name string) dlock.Locker { return c.FairMutex(name, dlock.WithTTL(5*time.Second)) },
+	"fair": func(c *dlock.Client, name string) dlock.Locker {
+		return c.FairMutex(name, dlock.WithTTL(5*time.Second))
+	},
 }
 
 // errOverlap reports that two holders were inside the critical section at
