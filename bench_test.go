@@ -64,6 +64,23 @@ func BenchmarkMutexHandoff(b *testing.B) {
 	}
 }
 
+// BenchmarkFairHandoff is BenchmarkMutexHandoff for the FairMutex.
+func BenchmarkFairHandoff(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		for _, waiters := range []int{8, 64} {
+			name := fmt.Sprintf("clients=each/waiters=%d", waiters)
+			if shared {
+				name = fmt.Sprintf("clients=shared/waiters=%d", waiters)
+			}
+			b.Run(name, func(b *testing.B) {
+				benchHandoff(b, waiters, shared, func(c *dlock.Client) dlock.Locker {
+					return c.FairMutex("handoff")
+				})
+			})
+		}
+	}
+}
+
 func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client) dlock.Locker) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
@@ -143,6 +160,7 @@ func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client)
 		b.ReportMetric(float64(gaps[len(gaps)*99/100].Microseconds()), "handoff-p99-µs")
 	}
 	b.ReportMetric(float64(sent()-before)/float64(b.N), "rt/acq")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
 }
 
 // BenchmarkPing is the floor for one round trip on this machine, to read

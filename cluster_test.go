@@ -24,34 +24,36 @@ func TestCluster(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ctx := t.Context()
 
-	t.Run("exclusion", func(t *testing.T) {
-		marker := filepath.Join(t.TempDir(), "held")
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		var mu sync.Mutex
-		var fences []uint64
-		errs := make([]error, 8)
-		var wg sync.WaitGroup
-		for i := range errs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = contend(cctx, c.Mutex("cluster-shared"), marker, time.Millisecond, func(f uint64) {
-					mu.Lock()
-					fences = append(fences, f)
-					mu.Unlock()
-				})
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		if len(fences) < 8 {
-			t.Fatalf("only %d acquisitions", len(fences))
-		}
-		checkIncreasing(t, fences)
-	})
+	for kind, mk := range lockers {
+		t.Run("exclusion/"+kind, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "held")
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var fences []uint64
+			errs := make([]error, 8)
+			var wg sync.WaitGroup
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = contend(cctx, mk(c, "cluster-shared"), marker, time.Millisecond, func(f uint64) {
+						mu.Lock()
+						fences = append(fences, f)
+						mu.Unlock()
+					})
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			if len(fences) < 8 {
+				t.Fatalf("only %d acquisitions", len(fences))
+			}
+			checkIncreasing(t, fences)
+		})
+	}
 
 	t.Run("wake on every shard", func(t *testing.T) {
 		// 12 names spread over the 3 masters; each waiter must be woken by
