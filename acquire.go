@@ -98,6 +98,16 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var backoff time.Duration
+	// woken is set while this waiter owes a try to a wake-up it consumed;
+	// if it gives up instead, the wake-up goes to another local waiter.
+	woken := false
+	quit := func(err error) (*Lease, error) {
+		if woken {
+			w.Handoff()
+		}
+		a.giveUp(tok)
+		return nil, err
+	}
 	for {
 		var err error
 		if retry {
@@ -105,6 +115,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			r, err = a.try(ctx, tok)
 			if err == nil && r.ok {
 				return a.grant(tok, r, sent), nil
+			}
+			if err == nil {
+				woken = false
 			}
 		}
 		retry = true
@@ -118,9 +131,8 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			if a.cfg.stall > 0 {
 				left := a.cfg.stall - time.Since(stallClock)
 				if left <= 0 {
-					a.giveUp(tok)
-					return nil, fmt.Errorf("%w: %s %q kept by the same holder (fence %d) for %v",
-						ErrNotAcquired, a.kind, a.name, holder, a.cfg.stall)
+					return quit(fmt.Errorf("%w: %s %q kept by the same holder (fence %d) for %v",
+						ErrNotAcquired, a.kind, a.name, holder, a.cfg.stall))
 				}
 				next = left
 			}
@@ -135,9 +147,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			next = backoff
 			c.log.Debug("dlock: try failed while waiting; retrying", "lock", a.name, "err", err, "in", backoff)
 		default:
-			w.Handoff()
-			a.giveUp(tok)
-			return nil, a.failed(ctx, err)
+			return quit(a.failed(ctx, err))
 		}
 
 		var expiry <-chan time.Time
@@ -147,13 +157,12 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 		}
 		select {
 		case <-w.C():
+			woken = true
 		case <-expiry:
 		case <-ctx.Done():
-			a.giveUp(tok)
-			return nil, a.failed(ctx, ctx.Err())
+			return quit(a.failed(ctx, ctx.Err()))
 		case <-w.Done():
-			a.giveUp(tok)
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+			return quit(fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed))
 		}
 		if expiry != nil && !timer.Stop() {
 			select {
@@ -185,8 +194,12 @@ func (a *acquisition) giveUp(tok string) {
 }
 
 // transient reports whether an error may pass by itself: a network
-// failure or a cluster in the middle of a failover, not a refusal.
+// failure or a cluster in the middle of a failover, not a refusal, a
+// closed client or a reply dlock cannot read.
 func transient(err error) bool {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, errBadReply) {
+		return false
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return true

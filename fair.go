@@ -123,7 +123,7 @@ func (f *FairMutex) acquisition(queue bool) *acquisition {
 		heartbeat: fairHeartbeat,
 		try: func(ctx context.Context, tok string) (attempt, error) {
 			v, err := fairAcquire.Run(ctx, f.c.rdb, f.keyList(),
-				tok, f.cfg.ttl.Milliseconds(), f.cfg.metadata, enqueue, fairLiveness.Milliseconds()).Slice()
+				tok, millis(f.cfg.ttl), f.cfg.metadata, enqueue, millis(fairLiveness)).Slice()
 			if err != nil {
 				return attempt{}, err
 			}

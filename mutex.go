@@ -99,7 +99,7 @@ func (m *Mutex) acquisition() *acquisition {
 func (m *Mutex) try(ctx context.Context, tok string) (attempt, error) {
 	v, err := mutexAcquire.Run(ctx, m.c.rdb,
 		[]string{m.keys.Key(), m.keys.Part("fence")},
-		tok, m.cfg.ttl.Milliseconds(), m.cfg.metadata).Slice()
+		tok, millis(m.cfg.ttl), m.cfg.metadata).Slice()
 	if err != nil {
 		return attempt{}, err
 	}

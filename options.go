@@ -88,8 +88,9 @@ func WithTTL(d time.Duration) LockOption {
 
 // WithNoExpiry makes leases that never expire: a holder that dies leaves
 // the lock held until an operator removes it (dlock unlock --force). Use it
-// only where a stuck lock is better than two holders; there is no renewal
-// and Lost() closes only if the lock is removed and a Refresh notices.
+// only where a stuck lock is better than two holders. Such a lease has no
+// renewal, Refresh returns ErrInvalid, and Lost() never closes: Held tells
+// whether the lease still holds the lock.
 func WithNoExpiry() LockOption {
 	return func(c *lockConfig) {
 		c.ttl = 0

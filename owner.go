@@ -18,7 +18,7 @@ type owner struct {
 }
 
 func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return ownerRefresh.Run(ctx, o.rdb, []string{o.key}, tok, ttl.Milliseconds()).Bool()
+	return ownerRefresh.Run(ctx, o.rdb, []string{o.key}, tok, millis(ttl)).Bool()
 }
 
 func (o owner) held(ctx context.Context, tok string) (bool, error) {
@@ -49,7 +49,17 @@ func parseAttempt(v []any) (attempt, error) {
 	if len(v) >= 3 {
 		return attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}, nil
 	}
-	return attempt{}, fmt.Errorf("dlock: unexpected script reply %v", v)
+	return attempt{}, fmt.Errorf("%w %v", errBadReply, v)
+}
+
+// errBadReply reports a script reply dlock cannot read: a defect, or
+// something other than dlock writing to its keys.
+var errBadReply = errors.New("dlock: unexpected script reply")
+
+// millis converts a TTL to whole milliseconds for Redis, rounding up: the
+// watchdog counts the exact TTL, so Redis must never keep less.
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1.

@@ -11,14 +11,19 @@
 -- ARGV[3]  metadata
 -- ARGV[4]  1 to join the queue when not granted (Lock), 0 not to (TryLock)
 -- ARGV[5]  waiter liveness timeout in ms
--- Returns  {1, fence} when taken;
+-- Returns  {1, fence} when taken (also when this token already holds it:
+--          go-redis may send a script again after a lost reply);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (0 when free but another waiter is first)}.
 local tok = ARGV[1]
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
-local held = redis.call('HGET', KEYS[1], 'fence')
+local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence')
+if holder[1] == tok then
+  return {1, tonumber(holder[2])}
+end
+local held = holder[2]
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if not held and (head == nil or head == tok) then
   if head then

@@ -4,11 +4,14 @@
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Status
--- Returns  {1, fence} when taken;
+-- Returns  {1, fence} when taken (also when this token already holds it:
+--          go-redis may send a script again after a lost reply);
 --          {0, holder's remaining TTL in ms (-1: never expires), holder's fence} when held.
-local held = redis.call('HGET', KEYS[1], 'fence')
-if held then
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(held)}
+local held = redis.call('HMGET', KEYS[1], 'tok', 'fence')
+if held[1] == ARGV[1] then
+  return {1, tonumber(held[2])}
+elseif held[1] then
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(held[2])}
 end
 local now = now_us()
 local fence = issue_fence(KEYS[2], now)
