@@ -18,7 +18,8 @@ type Lease struct {
 	fence uint64
 	ops   leaseOps
 	ttl   time.Duration // 0: never expires
-	wd    *watchdog.Watchdog
+	wdc   watchdog.Config
+	wd    *watchdog.Watchdog // nil when the lease never expires
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -49,21 +50,20 @@ func newLease(name, token string, fence uint64, ops leaseOps, cfg lockConfig, se
 	if cfg.ttl == 0 {
 		return l
 	}
-	wc := watchdog.Config{
-		TTL:    cfg.ttl,
-		Gone:   func(err error) bool { return errors.Is(err, errGone) },
-		OnLost: l.markLost,
-	}
-	if cfg.autoRefresh {
-		wc.Renew = func(ctx context.Context, ttl time.Duration) error {
+	l.wdc = watchdog.Config{
+		TTL:  cfg.ttl,
+		Auto: cfg.autoRefresh,
+		Renew: func(ctx context.Context, ttl time.Duration) error {
 			ok, err := ops.refresh(ctx, token, ttl)
 			if err == nil && !ok {
 				return errGone
 			}
 			return err
-		}
+		},
+		Gone:   func(err error) bool { return errors.Is(err, errGone) },
+		OnLost: l.markLost,
 	}
-	l.wd = watchdog.Start(wc, sent)
+	l.wd = watchdog.Start(l.wdc, watchdog.Deadline(sent, cfg.ttl))
 	return l
 }
 
@@ -86,9 +86,11 @@ func (l *Lease) Fence() uint64 { return l.fence }
 // is not closed by Unlock.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// Refresh extends the lease to ttl from now (and makes ttl the TTL of later
-// automatic renewals). It returns ErrLost, and closes Lost(), when the
-// lease is no longer held; on a network error the lease is unchanged.
+// Refresh extends the lease to ttl from now, and makes ttl the TTL of
+// later automatic renewals. It returns ErrLost, and closes Lost(), when the
+// lease is no longer held or was already known lost. On a network error
+// the lease stays held, but its expiry is reckoned as if the new TTL may
+// have been applied, so a failed shortening Refresh shortens it too.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalid, ttl, MinTTL)
@@ -98,45 +100,47 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if l.ttl == 0 {
+	if l.wd == nil {
 		return fmt.Errorf("%w: lease of %q never expires", ErrInvalid, l.name)
 	}
-	sent := time.Now()
-	ok, err := l.ops.refresh(ctx, l.token, ttl)
-	if err != nil {
-		return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
-	}
-	if !ok {
+	err := l.wd.Refresh(ctx, ttl)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errGone), errors.Is(err, watchdog.ErrStopped):
 		l.markLost()
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
 	}
-	l.wd.Renewed(sent, ttl)
-	return nil
+	return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
 }
 
 // Unlock releases the lease and wakes waiters. It returns ErrLost if the
 // lease was lost before (Lost() was closed) or is no longer held; a second
 // Unlock returns ErrInvalid. If Redis cannot be reached, Unlock returns the
-// error and may be called again; the lock is freed at the latest when its
-// TTL runs out.
+// error and the lease stays held and watched as before: call Unlock again,
+// or let the lease expire.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(); err != nil {
 		return err
 	}
+	var deadline time.Time
 	if l.wd != nil {
-		l.wd.Stop()
+		// Stopped first, so that no renewal can race the release and
+		// report a loss that Unlock itself caused.
+		deadline = l.wd.Stop()
 	}
 	ok, err := l.ops.release(ctx, l.token)
 	if err != nil {
+		if l.wd != nil && !l.isLost() {
+			l.wd = watchdog.Start(l.wdc, deadline)
+		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, err)
 	}
 	l.released = true
-	select {
-	case <-l.lost:
+	if l.isLost() {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrLost, l.name)
-	default:
 	}
 	if !ok {
 		l.markLost()
@@ -161,6 +165,15 @@ func (l *Lease) usable() error {
 		return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
 	}
 	return nil
+}
+
+func (l *Lease) isLost() bool {
+	select {
+	case <-l.lost:
+		return true
+	default:
+		return false
+	}
 }
 
 func (l *Lease) markLost() {

@@ -158,3 +158,30 @@ func TestGivingUpPassesWakeOn(t *testing.T) {
 		t.Errorf("second waiter never woke for a free mutex: %v", err)
 	}
 }
+
+// A manual Refresh with a shorter TTL must bring the watchdog's deadline
+// forward: when another client can take the lock, Lost() is closed.
+func TestRefreshShorterTTLMovesDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c1, _, _ := newClient(t, srv)
+	c2, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	l, err := c1.Mutex("m", dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	other, err := c2.Mutex("m").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("other client: %v", err)
+	}
+	defer other.Unlock(ctx)
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatalf("fence %d holds the mutex while the first lease (fence %d) has not closed Lost()", other.Fence(), l.Fence())
+	}
+}

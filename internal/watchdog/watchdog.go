@@ -1,29 +1,38 @@
 // Package watchdog keeps a lease alive and says when it is gone.
 //
-// A Watchdog renews a lease every TTL/3. It declares the lease lost when a
-// renewal reports it gone, or when no renewal has succeeded in time: the
-// lease on the server lasts at least TTL from the moment the last
-// successful renewal was SENT, so the watchdog gives up a safety margin
-// before that instant, whether or not the renewal call has returned. A
-// Redis that stops answering therefore cannot keep the holder believing in
-// a lease that another client may already hold.
+// A Watchdog renews a lease every TTL/3 and serialises every renewal of it,
+// automatic or asked for, so that it always knows a lower bound of the
+// lease's expiry on the server: a write that set TTL t and was SENT at s
+// leaves the lease alive until at least s+t, whenever Redis applied it.
+// It declares the lease lost a safety margin before that bound, whether or
+// not a renewal call has returned, and at once when a renewal reports the
+// lease gone. A Redis that stops answering therefore cannot keep the holder
+// believing in a lease that another client may already hold.
 package watchdog
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
 
+// ErrStopped is returned by Refresh once the watchdog has stopped, by Stop
+// or because the lease was lost.
+var ErrStopped = errors.New("watchdog stopped")
+
 // Config describes the lease to watch.
 type Config struct {
-	// TTL is the lease's time to live at each renewal.
+	// TTL is the lease's time to live at each renewal, until a Refresh
+	// changes it.
 	TTL time.Duration
-	// Renew extends the lease to TTL. It returns Gone when the lease is no
-	// longer the holder's; any other error is retried until the deadline.
-	// Nil disables renewal: the watchdog then only declares the lease lost
-	// when its TTL runs out.
+	// Renew extends the lease to ttl. It returns an error for which Gone
+	// is true when the lease is no longer the holder's; any other error is
+	// retried until the deadline.
 	Renew func(ctx context.Context, ttl time.Duration) error
+	// Auto renews every TTL/3. Without it the watchdog only renews when
+	// asked (Refresh) and declares the lease lost when its TTL runs out.
+	Auto bool
 	// Gone reports whether an error from Renew means the lease is gone.
 	Gone func(error) bool
 	// OnLost is called once, from the watchdog's goroutine, when the lease
@@ -31,111 +40,181 @@ type Config struct {
 	OnLost func()
 }
 
-// Watchdog renews one lease. Its goroutine ends on Stop or loss.
+// Watchdog watches one lease. Its goroutine ends on Stop or loss.
 type Watchdog struct {
-	cfg     Config
-	stop    chan struct{}
-	renewed chan renewal
-	done    chan struct{}
-	once    sync.Once
+	cfg      Config
+	requests chan request
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	deadline time.Time // valid once done is closed
 }
 
-// Margin is how long before the server-side expiry the watchdog declares a
-// lease lost: a tenth of the TTL, at most one second. It absorbs the
-// holder's own scheduling delays.
+// Margin is how long before the bound of the server-side expiry the
+// watchdog declares a lease lost: a tenth of the TTL, at most one second.
+// It absorbs the holder's own scheduling delays.
 func Margin(ttl time.Duration) time.Duration {
 	return min(ttl/10, time.Second)
 }
 
-// Start watches a lease acquired by a request sent at sent.
-func Start(cfg Config, sent time.Time) *Watchdog {
+// Deadline is when a lease set to ttl by a request sent at sent is declared
+// lost unless renewed.
+func Deadline(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - Margin(ttl))
+}
+
+// Start watches a lease that must be declared lost at deadline unless
+// renewed (see Deadline).
+func Start(cfg Config, deadline time.Time) *Watchdog {
 	w := &Watchdog{
-		cfg:     cfg,
-		stop:    make(chan struct{}),
-		renewed: make(chan renewal, 1),
-		done:    make(chan struct{}),
+		cfg:      cfg,
+		requests: make(chan request),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
-	go w.run(sent)
+	go w.run(deadline)
 	return w
 }
 
-// Renewed tells the watchdog that the lease was extended to ttl by a
-// request sent at sent (a manual Refresh). Later renewals use ttl.
-func (w *Watchdog) Renewed(sent time.Time, ttl time.Duration) {
-	r := renewal{sent: sent, ttl: ttl}
-	for {
-		select {
-		case w.renewed <- r:
-			return
-		case <-w.done:
-			return
-		default:
-		}
-		// Replace an older, unread renewal with this newer one.
-		select {
-		case <-w.renewed:
-		default:
-		}
+// Refresh renews the lease to ttl now, after any renewal in progress, and
+// makes ttl the TTL of later renewals, whatever the outcome. It returns
+// Renew's error, ctx.Err() if ctx ends first (the renewal still counts
+// when it completes), or ErrStopped.
+func (w *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
+	req := request{ctx: ctx, ttl: ttl, reply: make(chan error, 1)}
+	select {
+	case w.requests <- req:
+	case <-w.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// Stop ends the watchdog without calling OnLost, and waits for it.
-func (w *Watchdog) Stop() {
+// Stop ends the watchdog without calling OnLost, waits for it, and returns
+// the deadline it had reached, from which a new Watchdog can take over.
+func (w *Watchdog) Stop() time.Time {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
+	return w.deadline
 }
 
-type renewal struct {
-	sent time.Time
-	ttl  time.Duration
+type request struct {
+	ctx   context.Context
+	ttl   time.Duration
+	reply chan error
 }
 
-type result struct {
-	sent time.Time
-	err  error
+// attempt is one renewal running in its own goroutine, bounded by the
+// deadline, so that a client whose socket timeouts ignore contexts cannot
+// hold the watchdog past the lease's end.
+type attempt struct {
+	sent   time.Time
+	ttl    time.Duration
+	reply  chan error // the Refresh caller's, if any
+	out    chan error
+	cancel context.CancelFunc
 }
 
-func (w *Watchdog) run(sent time.Time) {
-	defer close(w.done)
+// done returns the attempt's result channel; nil (never ready) for no
+// attempt.
+func (a *attempt) done() <-chan error {
+	if a == nil {
+		return nil
+	}
+	return a.out
+}
+
+func (w *Watchdog) start(parent context.Context, ttl time.Duration, deadline time.Time, reply chan error) *attempt {
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	a := &attempt{sent: time.Now(), ttl: ttl, reply: reply, out: make(chan error, 1), cancel: cancel}
+	go func() { a.out <- w.cfg.Renew(ctx, ttl) }()
+	return a
+}
+
+func (w *Watchdog) run(deadline time.Time) {
 	ttl := w.cfg.TTL
-	deadline := sent.Add(ttl - Margin(ttl))
-	next := sent.Add(ttl / 3)
+	next := deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3)
+	// uncertain is the smallest TTL sent by a renewal that failed since the
+	// last success: Redis may have applied it, even after a later write.
+	var uncertain time.Duration
 
-	var inflight *attempt // the renewal in progress, if any
+	var inflight *attempt
+	var queued *request // a Refresh waiting for the renewal in flight
 	defer func() {
 		if inflight != nil {
 			inflight.cancel()
 			<-inflight.out
+			if inflight.reply != nil {
+				inflight.reply <- ErrStopped
+			}
 		}
+		if queued != nil {
+			queued.reply <- ErrStopped
+		}
+		w.deadline = deadline
+		close(w.done)
 	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		wake := deadline
-		if w.cfg.Renew != nil && inflight == nil && next.Before(deadline) {
+		if w.cfg.Auto && inflight == nil && next.Before(deadline) {
 			wake = next
 		}
 		timer.Reset(time.Until(wake))
 		select {
 		case <-w.stop:
 			return
-		case r := <-w.renewed:
-			ttl = r.ttl
-			deadline = later(deadline, r.sent.Add(ttl-Margin(ttl)))
-			next = r.sent.Add(ttl / 3)
+		case req := <-w.requests:
+			ttl = req.ttl
+			if inflight == nil {
+				inflight = w.start(req.ctx, ttl, deadline, req.reply)
+			} else {
+				queued = &req
+			}
 			continue
-		case r := <-inflight.done():
-			inflight.cancel()
+		case err := <-inflight.done():
+			a := inflight
 			inflight = nil
+			a.cancel()
 			switch {
-			case r.err == nil:
-				deadline = later(deadline, r.sent.Add(ttl-Margin(ttl)))
-				next = r.sent.Add(ttl / 3)
-			case w.cfg.Gone(r.err):
+			case err == nil:
+				// The last write to reach Redis is this one or a failed one
+				// applied after it: either way sent after a.sent.
+				t := a.ttl
+				if uncertain > 0 {
+					t = min(t, uncertain)
+				}
+				deadline, uncertain = Deadline(a.sent, t), 0
+				next = a.sent.Add(ttl / 3)
+			case w.cfg.Gone(err):
+				if a.reply != nil {
+					a.reply <- err
+				}
 				w.lost()
 				return
 			default:
+				if d := Deadline(a.sent, a.ttl); d.Before(deadline) {
+					deadline = d
+				}
+				if uncertain == 0 || a.ttl < uncertain {
+					uncertain = a.ttl
+				}
 				next = time.Now().Add(max(ttl/10, 10*time.Millisecond))
+			}
+			if a.reply != nil {
+				a.reply <- err
+			}
+			if queued != nil {
+				inflight = w.start(queued.ctx, queued.ttl, deadline, queued.reply)
+				queued = nil
 			}
 			continue
 		case <-timer.C:
@@ -145,34 +224,10 @@ func (w *Watchdog) run(sent time.Time) {
 			w.lost()
 			return
 		}
-		if w.cfg.Renew != nil && inflight == nil && !now.Before(next) {
-			inflight = w.renew(now, earlier(deadline, now.Add(ttl/3)), ttl)
+		if w.cfg.Auto && inflight == nil && !now.Before(next) {
+			inflight = w.start(context.Background(), ttl, earlier(deadline, now.Add(ttl/3)), nil)
 		}
 	}
-}
-
-// attempt is one renewal running in its own goroutine, bounded by a
-// deadline, so that a client whose socket timeouts ignore contexts cannot
-// hold the watchdog past the lease's end.
-type attempt struct {
-	out    chan result
-	cancel context.CancelFunc
-}
-
-// done returns the attempt's result channel; nil (never ready) for no
-// attempt.
-func (a *attempt) done() <-chan result {
-	if a == nil {
-		return nil
-	}
-	return a.out
-}
-
-func (w *Watchdog) renew(sent, deadline time.Time, ttl time.Duration) *attempt {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	a := &attempt{out: make(chan result, 1), cancel: cancel}
-	go func() { a.out <- result{sent: sent, err: w.cfg.Renew(ctx, ttl)} }()
-	return a
 }
 
 func (w *Watchdog) lost() {
@@ -182,13 +237,6 @@ func (w *Watchdog) lost() {
 	default:
 	}
 	w.cfg.OnLost()
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 func earlier(a, b time.Time) time.Time {
