@@ -85,15 +85,15 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 			return nil, a.failed(ctx, err)
 		}
 	}
-	defer w.Close()
 	return c.wait(ctx, a, w, tok, r, retry)
 }
 
 // wait is the blocking part of acquire, entered with the subscription
 // confirmed after a failed try whose reply is r. If the subscription came
 // after that try (retry), a release may have been missed in between, so it
-// tries again at once.
+// tries again at once. It closes w, or the waiter that replaced it.
 func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok string, r attempt, retry bool) (*Lease, error) {
+	defer func() { w.Close() }()
 	holder, stallClock := r.holder, time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -168,6 +168,20 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			select {
 			case <-timer.C:
 			default:
+			}
+		}
+		if w.Detached() {
+			// The hub gave this subscription up (its cluster shard moved):
+			// subscribe again. Until that works, expiry wake-ups remain.
+			nw, err := c.hub.Subscribe(ctx, a.channel, tok)
+			switch {
+			case err == nil:
+				w.Close()
+				w = nw
+			case ctx.Err() != nil:
+				return quit(a.failed(ctx, ctx.Err()))
+			case errors.Is(err, notify.ErrClosed):
+				return quit(fmt.Errorf("%w: %w", ErrInvalid, err))
 			}
 		}
 	}

@@ -83,10 +83,11 @@ type shard struct {
 // Waiter is one registered waiter. C receives a value when the waiter
 // should try again.
 type Waiter struct {
-	hub *Hub
-	ch  *channel
-	key string
-	c   chan struct{}
+	hub   *Hub
+	ch    *channel
+	key   string
+	c     chan struct{}
+	ready chan struct{} // the channel's confirmation when the waiter joined
 }
 
 // New returns a hub for rdb. It opens no connection until the first
@@ -124,52 +125,39 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	if h.closed {
+	var w *Waiter
+	for w == nil {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, ErrClosed
+		}
+		ch := h.chans[name]
+		if ch != nil && ch.subscribed {
+			w = ch.add(h, key)
+			h.mu.Unlock()
+			break
+		}
+		sh := h.shard(addr)
+		if ch != nil {
+			sh = ch.shard
+		}
 		h.mu.Unlock()
-		return nil, ErrClosed
-	}
-	ch := h.chans[name]
-	if ch == nil {
-		ch = &channel{name: name, shard: h.shard(addr), ready: make(chan struct{})}
-		h.chans[name] = ch
-	}
-	if ch.idle != nil {
-		ch.idle.Stop()
-		ch.idle = nil
-	}
-	w := &Waiter{hub: h, ch: ch, key: key, c: make(chan struct{}, 1)}
-	ch.waiters = append(ch.waiters, w)
-	sh := ch.shard
-	send := !ch.subscribed
-	if send {
-		ch.subscribed = true
-		ch.pending++
-		sh.cmdMu.Lock()
-	}
-	ready := ch.ready
-	h.mu.Unlock()
-
-	if send {
-		err := h.subscribe(ctx, sh, name)
-		if !sh.running {
-			// Started only now so that, on a cluster, the connection is
-			// opened for this channel's shard rather than a random node.
-			sh.running = true
-			h.wg.Add(1)
-			go h.receive(sh)
-		}
-		sh.cmdMu.Unlock()
-		if err != nil {
-			h.log.Warn("dlock: subscribe failed; waiting on lease expiry only", "channel", name, "err", err)
-		}
+		w = h.subscribeOn(ctx, sh, name, key)
 	}
 	t := time.NewTimer(confirmWait)
 	defer t.Stop()
 	select {
-	case <-ready:
+	case <-w.ready:
 	case <-t.C:
-		h.log.Warn("dlock: subscription not confirmed in time; waiting on lease expiry only", "channel", name)
+		// A release announced before the late confirmation would be lost:
+		// have the confirmation wake everyone.
+		h.mu.Lock()
+		if !w.ch.confirmed {
+			w.ch.disrupted = true
+		}
+		h.mu.Unlock()
+		h.log.Warn("dlock: subscription not confirmed in time; waiting on lease expiry meanwhile", "channel", name)
 	case <-ctx.Done():
 		w.Close()
 		return nil, ctx.Err()
@@ -178,6 +166,71 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 		return nil, ErrClosed
 	}
 	return w, nil
+}
+
+// subscribeOn registers a waiter on a channel served by sh, subscribing
+// it if needed. Commands to one connection must go out in the order of
+// the bookkeeping, so the shard's command lock is taken first and the
+// state checked again under h.mu (never the other way round). It returns
+// nil if the state changed meanwhile and the caller must start over.
+func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Waiter {
+	sh.cmdMu.Lock()
+	defer sh.cmdMu.Unlock()
+	h.mu.Lock()
+	ch := h.chans[name]
+	if h.closed || h.shards[sh.addr] != sh || (ch != nil && ch.shard != sh) {
+		h.mu.Unlock()
+		return nil
+	}
+	if ch == nil {
+		ch = &channel{name: name, shard: sh, ready: make(chan struct{})}
+		h.chans[name] = ch
+	}
+	w := ch.add(h, key)
+	send := !ch.subscribed
+	if send {
+		ch.subscribed = true
+		ch.pending++
+	}
+	h.mu.Unlock()
+	if !send {
+		return w
+	}
+	if err := h.subscribe(ctx, sh, name); err != nil {
+		// go-redis may have reconnected silently without this channel:
+		// start over on a new connection, which resubscribes everything.
+		h.log.Warn("dlock: subscribe failed; reconnecting", "channel", name, "err", err)
+		_ = sh.ps.Close()
+	}
+	if !sh.running {
+		// Started only now so that, on a cluster, the connection is opened
+		// for this channel's shard rather than a random node.
+		sh.running = true
+		h.wg.Add(1)
+		go h.receive(sh)
+	}
+	return w
+}
+
+// add registers a new waiter. The caller holds h.mu.
+func (ch *channel) add(h *Hub, key string) *Waiter {
+	if ch.idle != nil {
+		ch.idle.Stop()
+		ch.idle = nil
+	}
+	w := &Waiter{hub: h, ch: ch, key: key, c: make(chan struct{}, 1), ready: ch.ready}
+	ch.waiters = append(ch.waiters, w)
+	return w
+}
+
+// Detached reports whether the waiter's subscription was given up by the
+// hub (Redis dropped it, or its cluster shard moved); the waiter should
+// then close and Subscribe again.
+func (w *Waiter) Detached() bool {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.chans[w.ch.name] != w.ch
 }
 
 // Join registers a waiter on channel if the hub already holds a confirmed
@@ -191,13 +244,7 @@ func (h *Hub) Join(name, key string) *Waiter {
 	if h.closed || ch == nil || !ch.confirmed {
 		return nil
 	}
-	if ch.idle != nil {
-		ch.idle.Stop()
-		ch.idle = nil
-	}
-	w := &Waiter{hub: h, ch: ch, key: key, c: make(chan struct{}, 1)}
-	ch.waiters = append(ch.waiters, w)
-	return w
+	return ch.add(h, key)
 }
 
 // C receives when the waiter should try again.
@@ -315,6 +362,9 @@ func (h *Hub) unsubscribe(ctx context.Context, sh *shard, channel string) error 
 
 // unsubscribeIdle drops a channel that had no waiter for the linger time.
 func (h *Hub) unsubscribeIdle(ch *channel) {
+	sh := ch.shard
+	sh.cmdMu.Lock()
+	defer sh.cmdMu.Unlock()
 	h.mu.Lock()
 	if h.closed || len(ch.waiters) > 0 || !ch.subscribed || h.chans[ch.name] != ch {
 		h.mu.Unlock()
@@ -327,11 +377,8 @@ func (h *Hub) unsubscribeIdle(ch *channel) {
 		ch.confirmed = false
 		ch.ready = make(chan struct{})
 	}
-	ch.shard.cmdMu.Lock()
 	h.mu.Unlock()
-	err := h.unsubscribe(h.ctx, ch.shard, ch.name)
-	ch.shard.cmdMu.Unlock()
-	if err != nil && h.ctx.Err() == nil {
+	if err := h.unsubscribe(h.ctx, sh, ch.name); err != nil && h.ctx.Err() == nil {
 		h.log.Debug("dlock: unsubscribe failed", "channel", ch.name, "err", err)
 	}
 }
@@ -345,6 +392,14 @@ func (h *Hub) receive(sh *shard) {
 		msg, err := sh.ps.ReceiveTimeout(h.ctx, idleCheck)
 		if h.ctx.Err() != nil {
 			return
+		}
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			// An error reply (MOVED after a slot migration, say) on a
+			// healthy connection: its channel stays unconfirmed, and its
+			// waiters rely on their own expiry wake-ups.
+			h.log.Warn("dlock: subscription command refused", "err", err)
+			continue
 		}
 		if err != nil {
 			var netErr interface{ Timeout() bool }
@@ -378,11 +433,13 @@ func (h *Hub) receive(sh *shard) {
 	}
 }
 
-// restart replaces a shard's broken connection. Replies to commands sent on
-// the old one will never come, so the bookkeeping restarts from the set of
-// wanted channels, and every waiter is woken when its channel is back. A
-// shard with no wanted channel is dropped instead; restart then reports
-// false and the receive loop ends.
+// restart replaces a shard's broken connection. Replies to commands sent
+// on the old one will never come, so the bookkeeping restarts from the set
+// of wanted channels, and every waiter is woken when its channel is back.
+// On a cluster the shard's channels may now live on another node: they are
+// detached instead, and their waiters, woken now, subscribe again through
+// fresh routing. A shard with nothing left to subscribe is dropped; restart
+// then reports false and the receive loop ends.
 func (h *Hub) restart(sh *shard, cause error) bool {
 	sh.cmdMu.Lock()
 	defer sh.cmdMu.Unlock()
@@ -397,18 +454,22 @@ func (h *Hub) restart(sh *shard, cause error) bool {
 			continue
 		}
 		ch.pending = 0
-		if !ch.subscribed {
+		switch {
+		case h.cluster != nil:
+			delete(h.chans, ch.name)
+			h.wakeAll(ch)
+		case !ch.subscribed:
 			if len(ch.waiters) == 0 {
 				delete(h.chans, ch.name)
 			}
-			continue
-		}
-		want = append(want, ch.name)
-		ch.pending = 1
-		ch.disrupted = true
-		if ch.confirmed {
-			ch.confirmed = false
-			ch.ready = make(chan struct{})
+		default:
+			want = append(want, ch.name)
+			ch.pending = 1
+			ch.disrupted = true
+			if ch.confirmed {
+				ch.confirmed = false
+				ch.ready = make(chan struct{})
+			}
 		}
 	}
 	old := sh.ps
@@ -434,6 +495,15 @@ func (h *Hub) confirm(s *redis.Subscription) {
 	defer h.mu.Unlock()
 	ch := h.chans[s.Channel]
 	if ch == nil {
+		return
+	}
+	unsub := s.Kind == "unsubscribe" || s.Kind == "sunsubscribe"
+	if ch.pending == 0 && unsub && ch.subscribed {
+		// Redis dropped the subscription by itself (its slot moved to
+		// another node): detach the channel and wake its waiters, who
+		// subscribe again through fresh routing.
+		delete(h.chans, ch.name)
+		h.wakeAll(ch)
 		return
 	}
 	if ch.pending > 0 {

@@ -1,0 +1,79 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// After a cluster shard's connection drops, its channels (here of two
+// slots on one master, which one SSUBSCRIBE could not carry) are detached
+// and their waiters woken; subscribing again delivers releases again.
+func TestClusterRestartDetaches(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	h := New(rdb, slog.New(slog.DiscardHandler))
+	defer h.Close()
+
+	// two channels with different slots on the same master
+	first := "dlock:{x0}:mutex:wake"
+	n0, _ := rdb.MasterForKey(ctx, first)
+	var second string
+	for i := 1; ; i++ {
+		c := fmt.Sprintf("dlock:{x%d}:mutex:wake", i)
+		n, _ := rdb.MasterForKey(ctx, c)
+		if n.Options().Addr == n0.Options().Addr {
+			s1, _ := rdb.ClusterKeySlot(ctx, first).Result()
+			s2, _ := rdb.ClusterKeySlot(ctx, c).Result()
+			if s1 != s2 {
+				second = c
+				break
+			}
+		}
+	}
+	w1, err := h.Subscribe(ctx, first, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close()
+	w2, err := h.Subscribe(ctx, second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	admin := redis.NewClient(&redis.Options{Addr: n0.Options().Addr})
+	defer admin.Close()
+	if err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*Waiter{w1, w2} {
+		select {
+		case <-w.C():
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiter not woken when its shard connection dropped")
+		}
+		if !w.Detached() {
+			t.Fatal("waiter still attached to a dropped shard")
+		}
+	}
+	again, err := h.Subscribe(ctx, first, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if n := rdb.SPublish(ctx, first, WakeOne).Val(); n != 1 {
+		t.Fatalf("SPUBLISH reached %d subscribers, want 1", n)
+	}
+	select {
+	case <-again.C():
+	case <-time.After(2 * time.Second):
+		t.Fatal("release not delivered after subscribing again")
+	}
+}
