@@ -129,7 +129,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if l.wd != nil {
 		// Stopped first, so that no renewal can race the release and
 		// report a loss that Unlock itself caused.
-		deadline = l.wd.Stop()
+		deadline, l.wdc.TTL = l.wd.Stop()
 	}
 	ok, err := l.ops.release(ctx, l.token)
 	if err != nil {

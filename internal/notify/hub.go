@@ -379,7 +379,9 @@ func (h *Hub) unsubscribeIdle(ch *channel) {
 	}
 	h.mu.Unlock()
 	if err := h.unsubscribe(h.ctx, sh, ch.name); err != nil && h.ctx.Err() == nil {
-		h.log.Debug("dlock: unsubscribe failed", "channel", ch.name, "err", err)
+		// As for a failed subscribe: start over on a new connection.
+		h.log.Debug("dlock: unsubscribe failed; reconnecting", "channel", ch.name, "err", err)
+		_ = sh.ps.Close()
 	}
 }
 

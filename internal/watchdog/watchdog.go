@@ -47,7 +47,8 @@ type Watchdog struct {
 	stop     chan struct{}
 	done     chan struct{}
 	once     sync.Once
-	deadline time.Time // valid once done is closed
+	deadline time.Time     // valid once done is closed
+	ttl      time.Duration // valid once done is closed
 }
 
 // Margin is how long before the bound of the server-side expiry the
@@ -98,11 +99,12 @@ func (w *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 // Stop ends the watchdog without calling OnLost, waits for it, and returns
-// the deadline it had reached, from which a new Watchdog can take over.
-func (w *Watchdog) Stop() time.Time {
+// the deadline and TTL it had reached, from which a new Watchdog can take
+// over.
+func (w *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
-	return w.deadline
+	return w.deadline, w.ttl
 }
 
 type request struct {
@@ -146,19 +148,23 @@ func (w *Watchdog) run(deadline time.Time) {
 	var uncertain time.Duration
 
 	var inflight *attempt
-	var queued *request // a Refresh waiting for the renewal in flight
+	var queued []request // Refresh calls waiting for the renewal in flight
 	defer func() {
 		if inflight != nil {
 			inflight.cancel()
 			<-inflight.out
+			// Its outcome is unknown: Redis may have applied it.
+			if d := Deadline(inflight.sent, inflight.ttl); d.Before(deadline) {
+				deadline = d
+			}
 			if inflight.reply != nil {
 				inflight.reply <- ErrStopped
 			}
 		}
-		if queued != nil {
-			queued.reply <- ErrStopped
+		for _, q := range queued {
+			q.reply <- ErrStopped
 		}
-		w.deadline = deadline
+		w.deadline, w.ttl = deadline, ttl
 		close(w.done)
 	}()
 	timer := time.NewTimer(0)
@@ -177,7 +183,7 @@ func (w *Watchdog) run(deadline time.Time) {
 			if inflight == nil {
 				inflight = w.start(req.ctx, ttl, deadline, req.reply)
 			} else {
-				queued = &req
+				queued = append(queued, req)
 			}
 			continue
 		case err := <-inflight.done():
@@ -212,9 +218,10 @@ func (w *Watchdog) run(deadline time.Time) {
 			if a.reply != nil {
 				a.reply <- err
 			}
-			if queued != nil {
-				inflight = w.start(queued.ctx, queued.ttl, deadline, queued.reply)
-				queued = nil
+			if len(queued) > 0 {
+				q := queued[0]
+				queued = queued[1:]
+				inflight = w.start(q.ctx, q.ttl, deadline, q.reply)
 			}
 			continue
 		case <-timer.C:
