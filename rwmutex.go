@@ -191,8 +191,10 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 		},
 	}
 	if block && rw.cfg.rwMode == PreferWriters {
-		// The intention lives as long as the waiter keeps trying: its
-		// heartbeat is what renews it.
+		// Only a writer that waits has a use for an intention (TryLock
+		// does not wait), and a PreferReaders writer asks readers for
+		// nothing. The intention lives as long as the waiter keeps
+		// trying: its heartbeat renews it, so a dead writer's lapses.
 		live = rwIntentLiveness
 		a.heartbeat = rwHeartbeat
 		a.leave = rw.leave
@@ -209,6 +211,16 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 }
 
 // reader is the acquisition of a read share.
+//
+// Why a PreferWriters reader gives way to a writer that merely waits:
+// readers that overlap can hold the lock for ever, each joining before the
+// last one leaves, and a writer that waits for the lock to be free may
+// never see it free (the seed's reader-preferring mode). Giving way lets
+// the readers already inside finish and the writer in; the price is that
+// readers wait behind writers, and a steady stream of writers can starve
+// them. Which price is right depends on the workload, so each caller
+// chooses, and a PreferReaders reader never waits for a writer that does
+// not hold the lock.
 func (rw *RWMutex) reader() *acquisition {
 	giveWay := 0
 	if rw.cfg.rwMode == PreferWriters {

@@ -992,3 +992,45 @@ func TestRWBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRWRetriedAcquireIsIdempotent: go-redis may send a script again after
+// a lost reply; the second run must recognise the token of the first, or
+// TryLock would fail against its own orphan lease and TryRLock would leave
+// an orphan share behind.
+func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h := &dupHook{}
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	rw := c.RWMutex("retried", dlock.WithTTL(5*time.Second))
+	for name, try := range map[string]func(context.Context) (*dlock.Lease, error){"TryLock": rw.TryLock, "TryRLock": rw.TryRLock} {
+		warm, err := try(ctx) // load the script (EVALSHA would NOSCRIPT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm.Unlock(ctx)
+		h.armed.Store(true)
+		l, err := try(ctx)
+		if err != nil {
+			t.Errorf("%s run twice: %v", name, err)
+			continue
+		}
+		st, err := rw.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "TryRLock" && (len(st.Readers) != 1 || st.Readers[0].Fence != l.Fence()) {
+			t.Errorf("%s run twice: readers %+v; want only the lease's share, fence %d", name, st.Readers, l.Fence())
+		}
+		if name == "TryLock" && st.Fence != l.Fence() {
+			t.Errorf("%s run twice: writer's fence %d, lease's %d", name, st.Fence, l.Fence())
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}

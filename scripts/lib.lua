@@ -29,7 +29,8 @@ end
 -- prune_waiters drops queued waiters whose liveness deadline (score in the
 -- alive set, ms) has passed: a waiter that died is skipped after its
 -- liveness timeout, not after a lock TTL. At most 100 per call, to bound
--- the script's run time; the rest go on the next call.
+-- the script's run time; the rest go on the next call. An RWMutex's
+-- readers are pruned with it too: their expiry set is the alive set.
 local function prune_waiters(queue, alive, wmeta, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', now_ms, 'LIMIT', 0, 100)
   if #dead > 0 then

@@ -39,7 +39,7 @@ for i = 1, #rs, 2 do
 end
 table.insert(out, readers)
 local waiting = 0
-if redis.call('ZCOUNT', KEYS[6], '(' .. now_ms, '+inf') > 0 then
+if redis.call('ZCOUNT', KEYS[6], '(' .. int(now_ms), '+inf') > 0 then
   waiting = 1
 end
 table.insert(out, waiting)
