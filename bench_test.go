@@ -175,3 +175,95 @@ func BenchmarkPing(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRWMix runs readers and writers on one RWMutex, each on a
+// client of its own, as separate machines. Readers hold their share 2ms
+// and pause 1ms; writers hold 2ms and pause 10ms. acq/s counts both
+// sides, reads/s and writes/s each; rt/acq is every command all clients
+// sent (tries, wake-ups, heartbeats, renewals, unlocks) per acquisition.
+func BenchmarkRWMix(b *testing.B) {
+	for _, mix := range []struct {
+		name             string
+		readers, writers int
+	}{
+		{"read-heavy/readers=32/writers=1", 32, 1},
+		{"write-heavy/readers=2/writers=8", 2, 8},
+	} {
+		for _, mode := range []dlock.RWMode{dlock.PreferWriters, dlock.PreferReaders} {
+			b.Run(mix.name+"/"+mode.String(), func(b *testing.B) {
+				benchRW(b, mix.readers, mix.writers, mode)
+			})
+		}
+	}
+}
+
+func benchRW(b *testing.B, readers, writers int, mode dlock.RWMode) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	counters := make([]*counter, readers+writers)
+	locks := make([]func(context.Context) (*dlock.Lease, error), readers+writers)
+	for i := range locks {
+		c, _, cnt := newClient(b, srv)
+		rw := c.RWMutex("mix", dlock.WithRWMode(mode))
+		counters[i], locks[i] = cnt, rw.RLock
+		if i >= readers {
+			locks[i] = rw.Lock
+		}
+	}
+	// Warm the script cache.
+	for _, lock := range []func(context.Context) (*dlock.Lease, error){locks[0], locks[len(locks)-1]} {
+		if l, err := lock(ctx); err == nil {
+			l.Unlock(ctx)
+		}
+	}
+	sent := func() (n int64) {
+		for _, c := range counters {
+			n += c.Load()
+		}
+		return n
+	}
+	var (
+		left          atomic.Int64
+		reads, writes atomic.Int64
+		failed        atomic.Value
+		wg            sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	before := sent()
+	b.ResetTimer()
+	for i, lock := range locks {
+		write := i >= readers
+		pause, done := time.Millisecond, &reads
+		if write {
+			pause, done = 10*time.Millisecond, &writes
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				l, err := lock(ctx)
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+				if err := l.Unlock(ctx); err != nil {
+					failed.Store(err)
+					return
+				}
+				done.Add(1)
+				time.Sleep(pause)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)/secs, "acq/s")
+	b.ReportMetric(float64(reads.Load())/secs, "reads/s")
+	b.ReportMetric(float64(writes.Load())/secs, "writes/s")
+	b.ReportMetric(float64(sent()-before)/float64(b.N), "rt/acq")
+}

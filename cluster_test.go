@@ -55,6 +55,54 @@ func TestCluster(t *testing.T) {
 		})
 	}
 
+	t.Run("rw readers and writers", func(t *testing.T) {
+		m := &rwMarkers{dir: t.TempDir()}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var mu sync.Mutex
+		var events []rwEvent
+		err := rwMix(cctx, c, "cluster-rw", m, 4, 1, func(e rwEvent) { mu.Lock(); events = append(events, e); mu.Unlock() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads, writes := checkRWFences(t, events)
+		if reads < 4 || writes < 1 || m.most.Load() < 2 {
+			t.Fatalf("%d reads, %d writes, up to %d readers at once", reads, writes, m.most.Load())
+		}
+
+		// Both wake channels, long before the 30s leases would end: a
+		// writer's release wakes a reader, a reader's release a writer
+		// (PreferReaders: the writer has no heartbeat to wake it).
+		rw := c.RWMutex("cluster-rw-wake", dlock.WithTTL(30*time.Second), dlock.WithRWMode(dlock.PreferReaders))
+		type lockFunc func(context.Context) (*dlock.Lease, error)
+		for _, turn := range [][2]lockFunc{{rw.Lock, rw.RLock}, {rw.RLock, rw.Lock}} {
+			h, err := turn[0](ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l, err := turn[1](ctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("waiter not woken by the release")
+			}
+		}
+	})
+
 	t.Run("wake on every shard", func(t *testing.T) {
 		// 12 names spread over the 3 masters; each waiter must be woken by
 		// its release long before the holder's 30s lease would end.

@@ -119,3 +119,38 @@ func ExampleWithStallTimeout() {
 	fmt.Println(errors.Is(err, dlock.ErrNotAcquired))
 	// Output: true
 }
+
+func ExampleRWMutex() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	catalog := locks.RWMutex("catalog")
+
+	// Readers share the lock; each has a lease of its own.
+	reader, _ := catalog.RLock(ctx)
+	err := catalog.RLocker().Do(ctx, func(ctx context.Context) error {
+		st, _ := catalog.Status(ctx)
+		fmt.Println("readers:", len(st.Readers))
+		return nil
+	})
+	fmt.Println("err:", err)
+
+	// A writer needs it to itself.
+	_, err = catalog.TryLock(ctx)
+	fmt.Println("writer beside a reader:", errors.Is(err, dlock.ErrNotAcquired))
+	reader.Unlock(ctx)
+	err = catalog.Do(ctx, func(ctx context.Context) error {
+		fmt.Println("writing, alone")
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// readers: 2
+	// err: <nil>
+	// writer beside a reader: true
+	// writing, alone
+	// err: <nil>
+}

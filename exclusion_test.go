@@ -31,6 +31,7 @@ var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{
 	"fair": func(c *dlock.Client, name string) dlock.Locker {
 		return c.FairMutex(name, dlock.WithTTL(5*time.Second))
 	},
+	"rw": func(c *dlock.Client, name string) dlock.Locker { return c.RWMutex(name, dlock.WithTTL(5*time.Second)) },
 }
 
 // errOverlap reports that two holders were inside the critical section at
@@ -190,6 +191,10 @@ func runHelper(mode string) int {
 	case "contend":
 	case "queue":
 		return queueForever()
+	case "rwmix":
+		return rwMixHelper()
+	case "rwwrite":
+		return rwWriteForever()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2

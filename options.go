@@ -139,11 +139,16 @@ func WithMetadata(s string) LockOption {
 // RWMode chooses whom an RWMutex favours when readers and a writer compete.
 type RWMode int
 
+// Each caller's mode is its own policy (see RWMutex): a reader's mode says
+// whether it gives way to waiting writers, a writer's whether it asks
+// readers to.
 const (
-	// PreferWriters (the default): a waiting writer stops new readers, so
-	// a stream of overlapping readers cannot starve it.
+	// PreferWriters (the default; the seed redis-rwlock's ModePreferWriter):
+	// a waiting writer stops new readers, so a stream of overlapping
+	// readers cannot starve it.
 	PreferWriters RWMode = iota
-	// PreferReaders: readers never wait for a waiting writer.
+	// PreferReaders (the seed's ModePreferReader): readers never wait for
+	// a waiting writer.
 	PreferReaders
 )
 

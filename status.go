@@ -20,6 +20,23 @@ type Status struct {
 	Fence uint64
 	// Waiters are the live callers queued for a FairMutex, first first.
 	Waiters []Waiter
+	// Readers are the live read shares of an RWMutex, oldest first. For an
+	// RWMutex, Held is true while a writer or any reader holds it, and
+	// Metadata, TTL, Since and Fence describe the writer; with readers only
+	// (or none), Fence is the last fence issued.
+	Readers []Holder
+	// WriterWaiting reports that a writer waits for an RWMutex under
+	// PreferWriters: new PreferWriters readers wait behind it.
+	WriterWaiting bool
+}
+
+// Holder is one lease of a lock that many may hold at once (a reader of an
+// RWMutex).
+type Holder struct {
+	Metadata string        // the holder's WithMetadata text
+	TTL      time.Duration // remaining lease time; -1 if it never expires
+	Since    time.Time     // when it acquired the lock, by Redis' clock
+	Fence    uint64        // its fence
 }
 
 // Waiter is one caller queued for a FairMutex.

@@ -29,12 +29,31 @@ end
 -- prune_waiters drops queued waiters whose liveness deadline (score in the
 -- alive set, ms) has passed: a waiter that died is skipped after its
 -- liveness timeout, not after a lock TTL. At most 100 per call, to bound
--- the script's run time; the rest go on the next call.
+-- the script's run time; the rest go on the next call. An RWMutex's
+-- readers are pruned with it too: their expiry set is the alive set.
 local function prune_waiters(queue, alive, wmeta, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', now_ms, 'LIMIT', 0, 100)
   if #dead > 0 then
     redis.call('ZREM', queue, unpack(dead))
     redis.call('ZREM', alive, unpack(dead))
     redis.call('HDEL', wmeta, unpack(dead))
+  end
+end
+
+-- expire_by_last gives each key in ... the expiry of the highest score of
+-- the zset by, a deadline in server ms ('inf': never). The keys of a set of
+-- leases (an RWMutex's readers) then live as long as its longest lease and
+-- no longer, however the leases come and go.
+local function expire_by_last(by, now_ms, ...)
+  local last = redis.call('ZRANGE', by, -1, -1, 'WITHSCORES')[2]
+  if not last then
+    return
+  end
+  for _, k in ipairs({...}) do
+    if last == 'inf' then
+      redis.call('PERSIST', k)
+    else
+      redis.call('PEXPIRE', k, math.max(1, tonumber(last) - now_ms))
+    end
   end
 end

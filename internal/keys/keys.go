@@ -72,6 +72,10 @@ func (l Lock) Part(part string) string { return l.base + ":" + part }
 // Channel returns the channel on which releases of the lock are announced.
 func (l Lock) Channel() string { return l.base + ":wake" }
 
+// SideChannel returns a second release channel of the lock, for waiters
+// that must be woken apart from those on Channel (an RWMutex's writers).
+func (l Lock) SideChannel(side string) string { return l.Channel() + ":" + side }
+
 // Parse splits a key made by For or Part back into its kind and lock name.
 // It reports false for keys that dlock did not make under prefix.
 func Parse(prefix, key string) (kind, name string, ok bool) {

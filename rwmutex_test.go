@@ -1,0 +1,1036 @@
+package dlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// rwMarkers checks reader/writer exclusion outside Redis with files in a
+// directory: a writer creates "writer" with O_EXCL and fails if any
+// "reader-*" exists; a reader creates its own "reader-<pid>-<n>" and fails
+// if "writer" exists. Each checks again just before removing its file, so
+// of two overlapping holders the one that came first sees the other's file
+// at the latest then.
+type rwMarkers struct {
+	dir     string
+	seq     atomic.Int64
+	readers atomic.Int64 // readers inside now, in this process
+	most    atomic.Int64 // the most readers inside at once, in this process
+}
+
+func (m *rwMarkers) write(hold time.Duration, record func()) error {
+	path := filepath.Join(m.dir, "writer")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: two writers", errOverlap)
+		}
+		return err
+	}
+	f.Close()
+	check := func() error {
+		rs, err := filepath.Glob(filepath.Join(m.dir, "reader-*"))
+		if err == nil && len(rs) > 0 {
+			err = fmt.Errorf("%w: a writer beside %s", errOverlap, filepath.Base(rs[0]))
+		}
+		return err
+	}
+	err = check()
+	if err == nil {
+		record()
+		time.Sleep(hold)
+		err = check()
+	}
+	return errors.Join(err, os.Remove(path))
+}
+
+func (m *rwMarkers) read(hold time.Duration, record func()) error {
+	path := filepath.Join(m.dir, fmt.Sprintf("reader-%d-%d", os.Getpid(), m.seq.Add(1)))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	check := func() error {
+		_, err := os.Stat(filepath.Join(m.dir, "writer"))
+		if err == nil {
+			return fmt.Errorf("%w: a reader beside the writer", errOverlap)
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	err = check()
+	if err == nil {
+		n := m.readers.Add(1)
+		for {
+			most := m.most.Load()
+			if n <= most || m.most.CompareAndSwap(most, n) {
+				break
+			}
+		}
+		record()
+		time.Sleep(hold)
+		m.readers.Add(-1)
+		err = check()
+	}
+	return errors.Join(err, os.Remove(path))
+}
+
+// rwEvent is one acquisition in the order the holders recorded it.
+type rwEvent struct {
+	write bool
+	fence uint64
+}
+
+// rwMix runs readers and writers on the lock name until ctx ends: readers
+// hold 2ms and pause 2ms, writers hold 1ms and pause 10ms (so that under
+// PreferWriters the readers get turns too). Half the readers use
+// PreferReaders, half PreferWriters. record is called inside each critical
+// section.
+func rwMix(ctx context.Context, c *dlock.Client, name string, m *rwMarkers, readers, writers int, record func(rwEvent)) error {
+	errs := make([]error, readers+writers)
+	var wg sync.WaitGroup
+	for i := range readers + writers {
+		write := i >= readers
+		mode := dlock.PreferWriters
+		if !write && i%2 == 1 {
+			mode = dlock.PreferReaders
+		}
+		rw := c.RWMutex(name, dlock.WithTTL(5*time.Second), dlock.WithRWMode(mode))
+		lock, hold, pause := rw.RLock, 2*time.Millisecond, 2*time.Millisecond
+		if write {
+			lock, hold, pause = rw.Lock, time.Millisecond, 10*time.Millisecond
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				l, err := lock(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs[i] = err
+					}
+					return
+				}
+				rec := func() { record(rwEvent{write, l.Fence()}) }
+				if write {
+					err = m.write(hold, rec)
+				} else {
+					err = m.read(hold, rec)
+				}
+				if uerr := l.Unlock(context.WithoutCancel(ctx)); uerr != nil {
+					err = errors.Join(err, fmt.Errorf("unlock: %w", uerr))
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(pause):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// checkRWFences checks the fence order of recorded acquisitions: a
+// writer's fence is above every fence before it, a reader's above every
+// writer's before it (concurrent readers may record out of order).
+func checkRWFences(t *testing.T, events []rwEvent) (reads, writes int) {
+	t.Helper()
+	var most, lastWrite uint64
+	for i, e := range events {
+		if e.write {
+			writes++
+			if e.fence <= most {
+				t.Errorf("writer's fence %d at acquisition %d is not above %d before it", e.fence, i, most)
+			}
+			lastWrite = e.fence
+		} else {
+			reads++
+			if e.fence <= lastWrite {
+				t.Errorf("reader's fence %d at acquisition %d is not above the writer's %d before it", e.fence, i, lastWrite)
+			}
+		}
+		most = max(most, e.fence)
+	}
+	return reads, writes
+}
+
+func TestRWBasics(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	rw := c.RWMutex("doc", dlock.WithTTL(time.Minute))
+
+	// Four readers hold it at once.
+	var rs []*dlock.Lease
+	for i := range 4 {
+		r, err := c.RWMutex("doc", dlock.WithTTL(time.Minute), dlock.WithMetadata(fmt.Sprint("reader-", i))).TryRLock(ctx)
+		if err != nil {
+			t.Fatalf("reader %d: %v", i, err)
+		}
+		rs = append(rs, r)
+	}
+	if _, err := rw.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock beside readers: %v, want ErrNotAcquired", err)
+	}
+	st, err := rw.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Kind != "rw" || st.Name != "doc" || !st.Held || st.Metadata != "" || st.WriterWaiting || len(st.Readers) != 4 {
+		t.Fatalf("status with 4 readers: %+v", st)
+	}
+	for i, h := range st.Readers {
+		if h.Metadata != fmt.Sprint("reader-", i) || h.Fence != rs[i].Fence() || h.TTL <= 50*time.Second || h.Since.IsZero() {
+			t.Errorf("reader %d in status: %+v, want fence %d", i, h, rs[i].Fence())
+		}
+	}
+	var readMax uint64
+	for _, r := range rs {
+		if held, err := r.Held(ctx); err != nil || !held {
+			t.Errorf("reader Held = %v, %v", held, err)
+		}
+		readMax = max(readMax, r.Fence())
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held, err := rs[0].Held(ctx); err != nil || held {
+		t.Errorf("Held after Unlock = %v, %v", held, err)
+	}
+
+	w, err := c.RWMutex("doc", dlock.WithTTL(time.Minute), dlock.WithMetadata("writer")).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after the readers left: %v", err)
+	}
+	if w.Fence() <= readMax {
+		t.Errorf("writer's fence %d not above the readers' %d", w.Fence(), readMax)
+	}
+	if _, err := rw.TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryRLock beside a writer: %v", err)
+	}
+	if _, err := rw.RLocker().TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("RLocker().TryLock beside a writer: %v", err)
+	}
+	if _, err := rw.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("second writer: %v", err)
+	}
+	st, err = rw.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Held || st.Metadata != "writer" || st.Fence != w.Fence() || len(st.Readers) != 0 || st.TTL <= 50*time.Second {
+		t.Fatalf("status with a writer: %+v", st)
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := rw.RLocker().TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Fence() <= w.Fence() {
+		t.Errorf("reader's fence %d not above the writer's %d", r.Fence(), w.Fence())
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unlock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("second Unlock: %v, want ErrInvalid", err)
+	}
+
+	// A reader that never expires: no expiry on its keys while it reads.
+	forever, err := c.RWMutex("doc", dlock.WithNoExpiry()).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rw.Status(ctx); err != nil || len(st.Readers) != 1 || st.Readers[0].TTL != -1 {
+		t.Fatalf("status with a reader that never expires: %+v, %v", st, err)
+	}
+	if err := forever.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = rw.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held || len(st.Readers) != 0 || st.Fence != forever.Fence() {
+		t.Fatalf("status when free: %+v, want the last fence %d", st, forever.Fence())
+	}
+	// With the lock free, no key of it may live forever.
+	ks, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ks {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl < 0 || ttl > 2*time.Minute {
+			t.Errorf("key %q has TTL %v; want a bounded one", k, ttl)
+		}
+	}
+}
+
+func TestRWRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, cnt := newClient(t, srv)
+	ctx := t.Context()
+	rw := c.RWMutex("rt")
+	for name, try := range map[string]func(context.Context) (*dlock.Lease, error){"TryRLock": rw.TryRLock, "TryLock": rw.TryLock} {
+		// The first run of each script pays a NOSCRIPT fallback.
+		for round := range 2 {
+			before := cnt.Load()
+			l, err := try(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := cnt.Load() - before; round == 1 && n != 2 {
+				t.Errorf("%s+Unlock sent %d commands, want 2", name, n)
+			}
+		}
+	}
+}
+
+func TestRWExclusionGoroutines(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c1, _, _ := newClient(t, srv)
+	c2, _, _ := newClient(t, srv)
+	m := &rwMarkers{dir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var events []rwEvent
+	record := func(e rwEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	errs := make(chan error, 2)
+	for _, c := range []*dlock.Client{c1, c2} {
+		go func() { errs <- rwMix(ctx, c, "shared", m, 4, 1, record) }()
+	}
+	if err := errors.Join(<-errs, <-errs); err != nil {
+		t.Fatal(err)
+	}
+	reads, writes := checkRWFences(t, events)
+	if reads < 8 || writes < 2 {
+		t.Errorf("%d reads and %d writes in 3s; want at least 8 and 2", reads, writes)
+	}
+	if most := m.most.Load(); most < 2 {
+		t.Errorf("at most %d readers at once; readers must overlap", most)
+	}
+	t.Logf("%d reads, %d writes, up to %d readers at once", reads, writes, m.most.Load())
+}
+
+func TestRWExclusionProcesses(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	markers := filepath.Join(dir, "markers")
+	if err := os.Mkdir(markers, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "fences")
+	const procs = 3
+	cmds := make([]*exec.Cmd, procs)
+	outs := make([]strings.Builder, procs)
+	for i := range cmds {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(),
+			helperEnv+"=rwmix",
+			"DLOCK_TEST_ADDR="+srv.Addr(),
+			"DLOCK_TEST_MARKER="+markers,
+			"DLOCK_TEST_LOG="+log,
+			"DLOCK_TEST_FOR=3s",
+		)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
+		}
+	}
+	events := readRWEvents(t, log)
+	reads, writes := checkRWFences(t, events)
+	if reads < procs || writes < procs {
+		t.Errorf("%d reads and %d writes across %d processes", reads, writes, procs)
+	}
+	t.Logf("%d reads, %d writes across %d processes", reads, writes, procs)
+}
+
+func readRWEvents(t *testing.T, path string) []rwEvent {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var events []rwEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		kind, num, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil || (kind != "r" && kind != "w") {
+			t.Fatalf("bad line %q", sc.Text())
+		}
+		events = append(events, rwEvent{kind == "w", n})
+	}
+	return events
+}
+
+// rwMixHelper is the body of a contender process of
+// TestRWExclusionProcesses: two readers and a writer.
+func rwMixHelper() int {
+	d, err := time.ParseDuration(os.Getenv("DLOCK_TEST_FOR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	log, err := os.OpenFile(os.Getenv("DLOCK_TEST_LOG"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer log.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("DLOCK_TEST_ADDR")})
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	m := &rwMarkers{dir: os.Getenv("DLOCK_TEST_MARKER")}
+	err = rwMix(ctx, c, "shared", m, 2, 1, func(e rwEvent) {
+		kind := "r"
+		if e.write {
+			kind = "w"
+		}
+		// One write per line with O_APPEND, inside the critical section.
+		fmt.Fprintf(log, "%s %d\n", kind, e.fence)
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// rwWriteForever waits for the write side of an RWMutex until killed.
+func rwWriteForever() int {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("DLOCK_TEST_ADDR")})
+	c := dlock.New(rdb)
+	_, err := c.RWMutex(os.Getenv("DLOCK_TEST_NAME")).Lock(context.Background())
+	fmt.Fprintln(os.Stderr, "rwWriteForever: Lock returned", err)
+	return 1
+}
+
+// readLoop runs n readers of lock name that each hold a read share for
+// hold and take the next at once, started hold/n apart so that their
+// shares always overlap. It stops when ctx ends and reports the number of
+// shares taken.
+func readLoop(ctx context.Context, c *dlock.Client, name string, mode dlock.RWMode, n int, hold time.Duration) (wait func() (int64, error)) {
+	var taken atomic.Int64
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(i) * hold / time.Duration(n)):
+			}
+			rw := c.RWMutex(name, dlock.WithRWMode(mode))
+			for ctx.Err() == nil {
+				l, err := rw.RLock(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs[i] = err
+					}
+					return
+				}
+				taken.Add(1)
+				select {
+				case <-ctx.Done():
+				case <-time.After(hold):
+				}
+				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	return func() (int64, error) {
+		wg.Wait()
+		return taken.Load(), errors.Join(errs...)
+	}
+}
+
+// TestRWPreferWriters: four readers keep overlapping 80ms shares; a
+// PreferWriters writer still gets in, once the shares it found end.
+func TestRWPreferWriters(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rc, _, _ := newClient(t, srv)
+	wc, _, _ := newClient(t, srv)
+	ctx, stop := context.WithCancel(t.Context())
+	wait := readLoop(ctx, rc, "busy", dlock.PreferWriters, 4, 80*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	w, err := wc.RWMutex("busy").Lock(wctx)
+	waited := time.Since(start)
+	if err != nil {
+		t.Errorf("writer not in within 2s of overlapping readers: %v", err)
+	} else {
+		st, serr := wc.RWMutex("busy").Status(t.Context())
+		if serr != nil || len(st.Readers) != 0 {
+			t.Errorf("status while the writer holds: %+v, %v", st, serr)
+		}
+		if err := w.Unlock(t.Context()); err != nil {
+			t.Error(err)
+		}
+		t.Logf("writer got in after %v", waited.Round(time.Millisecond))
+	}
+	time.Sleep(200 * time.Millisecond) // readers resume after the writer
+	stop()
+	n, err := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 8 {
+		t.Errorf("readers took only %d shares", n)
+	}
+}
+
+// TestRWPreferReaders: while four readers keep overlapping, a writer
+// waits if the readers use PreferReaders (they ignore its intention) or
+// the writer does (it registers none). Once the readers stop, the last
+// one's release lets it in.
+func TestRWPreferReaders(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name            string
+		readers, writer dlock.RWMode
+	}{
+		{"readers prefer readers", dlock.PreferReaders, dlock.PreferWriters},
+		{"writer prefers readers", dlock.PreferWriters, dlock.PreferReaders},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, _, _ := newClient(t, srv)
+			wc, _, _ := newClient(t, srv)
+			name := "busy-" + tc.name
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			wait := readLoop(ctx, rc, name, tc.readers, 4, 80*time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
+
+			rw := wc.RWMutex(name, dlock.WithRWMode(tc.writer))
+			got := make(chan error, 1)
+			wctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go func() {
+				w, err := rw.Lock(wctx)
+				if err == nil {
+					err = w.Unlock(t.Context())
+				}
+				got <- err
+			}()
+			select {
+			case err := <-got:
+				t.Fatalf("writer got in beside overlapping readers (err %v)", err)
+			case <-time.After(time.Second):
+			}
+			st, err := rw.Status(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.writer == dlock.PreferWriters; st.WriterWaiting != want || len(st.Readers) == 0 {
+				t.Errorf("status while the writer waits: %+v; want WriterWaiting %v and readers", st, want)
+			}
+			stopped := time.Now()
+			stop()
+			n, err := wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("readers took %d shares; writer in %v after they stopped", n, time.Since(stopped).Round(time.Millisecond))
+			case <-time.After(2 * time.Second):
+				t.Fatal("writer not in within 2s after the readers stopped")
+			}
+		})
+	}
+}
+
+// TestRWReaderExpiry: a reader that stops renewing loses its own share
+// when its TTL runs out; a live reader beside it keeps its share.
+func TestRWReaderExpiry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 500 * time.Millisecond
+	dead, err := c.RWMutex("exp", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false), dlock.WithMetadata("dead")).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := c.RWMutex("exp", dlock.WithTTL(ttl), dlock.WithMetadata("live")).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dead.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() of the reader that stopped renewing did not close")
+	}
+	time.Sleep(ttl) // past the dead share's expiry on the server too
+	if held, err := dead.Held(ctx); err != nil || held {
+		t.Errorf("expired reader: Held = %v, %v; want false", held, err)
+	}
+	if held, err := live.Held(ctx); err != nil || !held {
+		t.Errorf("live reader: Held = %v, %v; want true", held, err)
+	}
+	select {
+	case <-live.Lost():
+		t.Error("the live reader's Lost() closed")
+	default:
+	}
+	st, err := c.RWMutex("exp").Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Readers) != 1 || st.Readers[0].Metadata != "live" || st.Readers[0].Fence != live.Fence() || st.Readers[0].TTL <= 0 {
+		t.Errorf("status: %+v; want only the live reader", st)
+	}
+	if _, err := c.RWMutex("exp").TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryLock beside the live reader: %v", err)
+	}
+	if err := dead.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock of the expired share: %v, want ErrLost", err)
+	}
+	if err := live.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.RWMutex("exp").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock with no share left: %v", err)
+	}
+	w.Unlock(ctx)
+}
+
+// waitWriterWaiting waits until the RWMutex's status shows a waiting
+// writer.
+func waitWriterWaiting(t *testing.T, rw *dlock.RWMutex) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := rw.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.WriterWaiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no writer waiting: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRWDeadWriterIntention: a writer process waiting behind a reader is
+// SIGKILLed; its intention stops new readers only until it lapses (3s).
+func TestRWDeadWriterIntention(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	rw := c.RWMutex("dead-writer", dlock.WithTTL(30*time.Second))
+	r, err := rw.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+
+	doomed := exec.Command(os.Args[0], "-test.run=^$")
+	doomed.Env = append(os.Environ(), helperEnv+"=rwwrite", "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME=dead-writer")
+	if err := doomed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { doomed.Process.Kill(); doomed.Wait() })
+	waitWriterWaiting(t, rw)
+	if _, err := rw.TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryRLock while a writer waits: %v, want ErrNotAcquired", err)
+	}
+	if err := doomed.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	doomed.Wait()
+	killed := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r2, err := rw.RLock(rctx)
+	if err != nil {
+		t.Fatalf("reader after the writer died: %v", err)
+	}
+	defer r2.Unlock(ctx)
+	if d := time.Since(killed); d > 3*time.Second+time.Second {
+		t.Errorf("reader got in %v after the writer died; its intention lives 3s", d)
+	} else {
+		t.Logf("reader got in %v after the writer died", d.Round(time.Millisecond))
+	}
+	if st, err := rw.Status(ctx); err != nil || st.WriterWaiting || len(st.Readers) != 2 {
+		t.Errorf("status: %+v, %v; want two readers, no writer waiting", st, err)
+	}
+}
+
+// TestRWWriterGivesUp: a writer waiting behind a reader holds back a new
+// reader; when the writer's ctx ends, it withdraws its intention and the
+// reader gets in at once, not when the intention would have lapsed.
+func TestRWWriterGivesUp(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	rc, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	rw := c.RWMutex("gives-up", dlock.WithTTL(30*time.Second))
+	r, err := rw.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := rw.Lock(wctx)
+		wrote <- err
+	}()
+	waitWriterWaiting(t, rw)
+	read := make(chan error, 1)
+	go func() {
+		l, err := rc.RWMutex("gives-up").RLock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		t.Fatalf("reader got in while a writer waited (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	gaveUp := time.Now()
+	if err := <-wrote; !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("writer: %v, want ErrNotAcquired and context.Canceled", err)
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(gaveUp); d > time.Second {
+			t.Errorf("reader got in %v after the writer gave up; want a wake-up, not the 3s lapse", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reader still waiting 5s after the writer gave up")
+	}
+	if st, err := rw.Status(ctx); err != nil || st.WriterWaiting {
+		t.Errorf("status: %+v, %v; want no writer waiting", st, err)
+	}
+}
+
+// TestRWStallTimeout: a writer behind a stuck reader gives up after the
+// stall timeout, and withdraws its intention.
+func TestRWStallTimeout(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	const stall = 300 * time.Millisecond
+	r, err := c.RWMutex("stuck", dlock.WithTTL(time.Minute)).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	start := time.Now()
+	_, err = c.RWMutex("stuck", dlock.WithStallTimeout(stall)).Lock(ctx)
+	if !errors.Is(err, dlock.ErrNotAcquired) || ctx.Err() != nil {
+		t.Fatalf("Lock = %v; want a stall ErrNotAcquired", err)
+	}
+	if d := time.Since(start); d < stall || d > stall+2*time.Second {
+		t.Errorf("gave up after %v; stall timeout %v", d, stall)
+	}
+	r2, err := c.RWMutex("stuck").TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock after the writer gave up: %v", err)
+	}
+	r2.Unlock(ctx)
+}
+
+// TestRWWakeups: a writer's release wakes every waiting reader; the last
+// reader's release wakes a waiting writer; both long before the 30s
+// leases would run out, and waiting costs few commands.
+func TestRWWakeups(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	rw := c.RWMutex("wake", dlock.WithTTL(30*time.Second))
+
+	t.Run("writer release wakes readers", func(t *testing.T) {
+		w, err := rw.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 6
+		clients := make([]*dlock.Client, 2)
+		counters := make([]*counter, 2)
+		for i := range clients {
+			clients[i], _, counters[i] = newClient(t, srv)
+		}
+		got := make(chan *dlock.Lease, n)
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				l, err := clients[i%2].RWMutex("wake", dlock.WithTTL(30*time.Second)).RLock(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got <- l
+			}()
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if sent := counters[0].Load() + counters[1].Load(); sent > 3*n {
+			t.Errorf("%d waiting readers sent %d commands in 1.5s: %s %s", n, sent, counters[0], counters[1])
+		}
+		released := time.Now()
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var leases []*dlock.Lease
+		for range n {
+			select {
+			case l := <-got:
+				leases = append(leases, l)
+			case err := <-errs:
+				t.Fatal(err)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d of %d readers woken by the release", len(leases), n)
+			}
+		}
+		t.Logf("%d readers in within %v of the release", n, time.Since(released).Round(time.Millisecond))
+		for _, l := range leases {
+			l.Unlock(ctx)
+		}
+	})
+
+	// A PreferReaders writer has no heartbeat: only the release can wake
+	// it before the readers' 30s leases run out.
+	for _, mode := range []dlock.RWMode{dlock.PreferWriters, dlock.PreferReaders} {
+		t.Run("last reader release wakes writer/"+mode.String(), func(t *testing.T) {
+			var rs []*dlock.Lease
+			for range 3 {
+				r, err := rw.RLock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs = append(rs, r)
+			}
+			wc, _, cnt := newClient(t, srv)
+			got := make(chan error, 1)
+			go func() {
+				w, err := wc.RWMutex("wake", dlock.WithRWMode(mode)).Lock(ctx)
+				if err == nil {
+					err = w.Unlock(ctx)
+				}
+				got <- err
+			}()
+			if mode == dlock.PreferWriters {
+				waitWriterWaiting(t, rw)
+			}
+			for _, r := range rs[:2] {
+				r.Unlock(ctx)
+			}
+			select {
+			case err := <-got:
+				t.Fatalf("writer got in beside a reader (err %v)", err)
+			case <-time.After(1500 * time.Millisecond):
+			}
+			// A first try and a retry after subscribing; under
+			// PreferWriters also a try per heartbeat (1s) that renews the
+			// writer's intention.
+			if n := cnt.Load(); n > 5 || (mode == dlock.PreferReaders && n > 3) {
+				t.Errorf("waiting writer sent %d commands in 1.5s: %s", n, cnt)
+			}
+			released := time.Now()
+			rs[2].Unlock(ctx)
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(released); d > 500*time.Millisecond {
+					t.Errorf("writer in %v after the last reader left; want a wake-up", d)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("writer not woken by the last reader's release")
+			}
+		})
+	}
+}
+
+// TestRWLostOnFlush: a reader's keys vanish; Lost() closes and the read
+// side's Do cancels its context with cause ErrLost, within the TTL.
+func TestRWLostOnFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 900 * time.Millisecond
+	rw := c.RWMutex("flush", dlock.WithTTL(ttl))
+	other, err := rw.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flushed time.Time
+	err = rw.RLocker().Do(ctx, func(ctx context.Context) error {
+		flushed = time.Now()
+		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
+				t.Errorf("cause = %v, want ErrLost", cause)
+			}
+			if d := time.Since(flushed); d > ttl {
+				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
+			}
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("Do's context not cancelled after the keys vanished")
+		}
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
+	}
+	select {
+	case <-other.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() of the other reader did not close")
+	}
+	if err := other.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock after the flush: %v, want ErrLost", err)
+	}
+}
+
+func TestRWBadInput(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	cases := map[string]*dlock.RWMutex{
+		"empty name":      c.RWMutex(""),
+		"over-long name":  c.RWMutex(strings.Repeat("x", 4097)),
+		"zero TTL":        c.RWMutex("a", dlock.WithTTL(0)),
+		"unknown RW mode": c.RWMutex("a", dlock.WithRWMode(dlock.RWMode(7))),
+		"nil client":      dlock.New(nil).RWMutex("a"),
+	}
+	for name, rw := range cases {
+		calls := map[string]func() error{
+			"TryLock":  func() error { _, err := rw.TryLock(ctx); return err },
+			"Lock":     func() error { _, err := rw.Lock(ctx); return err },
+			"TryRLock": func() error { _, err := rw.TryRLock(ctx); return err },
+			"RLock":    func() error { _, err := rw.RLock(ctx); return err },
+			"Status":   func() error { _, err := rw.Status(ctx); return err },
+			"RLocker().Do": func() error {
+				return rw.RLocker().Do(ctx, func(context.Context) error { return nil })
+			},
+		}
+		for call, f := range calls {
+			if err := f(); !errors.Is(err, dlock.ErrInvalid) {
+				t.Errorf("%s: %s: %v, want ErrInvalid", name, call, err)
+			}
+		}
+	}
+}
+
+// TestRWRetriedAcquireIsIdempotent: go-redis may send a script again after
+// a lost reply; the second run must recognise the token of the first, or
+// TryLock would fail against its own orphan lease and TryRLock would leave
+// an orphan share behind.
+func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h := &dupHook{}
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	rw := c.RWMutex("retried", dlock.WithTTL(5*time.Second))
+	for name, try := range map[string]func(context.Context) (*dlock.Lease, error){"TryLock": rw.TryLock, "TryRLock": rw.TryRLock} {
+		warm, err := try(ctx) // load the script (EVALSHA would NOSCRIPT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm.Unlock(ctx)
+		h.armed.Store(true)
+		l, err := try(ctx)
+		if err != nil {
+			t.Errorf("%s run twice: %v", name, err)
+			continue
+		}
+		st, err := rw.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "TryRLock" && (len(st.Readers) != 1 || st.Readers[0].Fence != l.Fence()) {
+			t.Errorf("%s run twice: readers %+v; want only the lease's share, fence %d", name, st.Readers, l.Fence())
+		}
+		if name == "TryLock" && st.Fence != l.Fence() {
+			t.Errorf("%s run twice: writer's fence %d, lease's %d", name, st.Fence, l.Fence())
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+-- rw_lock.lua: take the write side of an RWMutex if no writer and no live
+-- reader holds it. Otherwise, when asked, register or renew the caller's
+-- intention to write: while it lives, PreferWriters readers wait.
+-- KEYS[1]  the writer: hash {tok, fence, meta, since}, expiring with the lease
+-- KEYS[2]  the last fence
+-- KEYS[3]  readers: zset token -> fence
+-- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
+-- KEYS[5]  reader details: hash token -> "<since ms>:<metadata>"
+-- KEYS[6]  intentions: zset writer token -> deadline (server ms)
+-- ARGV[1]  token of the new lease
+-- ARGV[2]  TTL in ms; 0 = the lease never expires
+-- ARGV[3]  metadata shown by Status
+-- ARGV[4]  intention liveness in ms; 0 = register none (TryLock, PreferReaders)
+-- Returns  {1, fence} when taken (also when this token already holds it:
+--          go-redis may send a script again after a lost reply);
+--          {0, ms until it is worth trying again unasked (-1: only when
+--           woken), holder: the writer's fence, else the oldest reader's}.
+local tok = ARGV[1]
+local now = now_us()
+local now_ms = math.floor(now / 1000)
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
+local w = redis.call('HMGET', KEYS[1], 'tok', 'fence')
+if w[1] == tok then
+  return {1, tonumber(w[2])}
+end
+local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if not w[1] and not oldest[1] then
+  redis.call('ZREM', KEYS[6], tok)
+  local fence = issue_fence(KEYS[2], now)
+  redis.call('HSET', KEYS[1], 'tok', tok, 'fence', int(fence), 'meta', ARGV[3], 'since', int(now_ms))
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
+  return {1, fence}
+end
+local live = tonumber(ARGV[4])
+if live > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
+  redis.call('ZADD', KEYS[6], now_ms + live, tok)
+  redis.call('PEXPIRE', KEYS[6], 2 * live)
+end
+if w[1] then
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(w[2])}
+end
+-- Readers hold it: worth a try unasked when the first of them expires.
+-- Past it already (more expired readers than one prune takes): at once.
+local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
+local wait = -1
+if first ~= 'inf' then
+  wait = math.max(0, tonumber(first) - now_ms)
+end
+return {0, wait, tonumber(oldest[2])}

@@ -1,0 +1,11 @@
+-- rw_rheld.lua: tell whether a read share of an RWMutex is live, without
+-- changing anything (an expired share may not have been pruned yet).
+-- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
+--          (the other KEYS unused)
+-- ARGV[1]  token of the share
+-- Returns  1 when live, else 0.
+local deadline = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if deadline and (deadline == 'inf' or tonumber(deadline) > math.floor(now_us() / 1000)) then
+  return 1
+end
+return 0

@@ -1,0 +1,48 @@
+-- rw_rlock.lua: take a read share of an RWMutex if no writer holds it and,
+-- when the caller gives way to writers, no writer's intention is alive.
+-- KEYS[1]  the writer hash
+-- KEYS[2]  the last fence
+-- KEYS[3]  readers: zset token -> fence
+-- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
+-- KEYS[5]  reader details: hash token -> "<since ms>:<metadata>"
+-- KEYS[6]  intentions: zset writer token -> deadline (server ms)
+-- ARGV[1]  token of the new share
+-- ARGV[2]  TTL in ms; 0 = the share never expires
+-- ARGV[3]  metadata shown by Status
+-- ARGV[4]  1 to wait while a writer's intention lives (PreferWriters), 0 not to
+-- Returns  {1, fence} when taken (also when this token already has a share);
+--          {0, ms until it is worth trying again unasked (-1: only when
+--           woken), holder: the writer's fence; when only intentions stop
+--           the caller, the oldest reader's fence or 0}.
+local tok = ARGV[1]
+local now = now_us()
+local now_ms = math.floor(now / 1000)
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
+local mine = redis.call('ZSCORE', KEYS[3], tok)
+if mine then
+  return {1, tonumber(mine)}
+end
+local w = redis.call('HGET', KEYS[1], 'fence')
+if w then
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(w)}
+end
+if ARGV[4] == '1' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
+  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')[2]
+  if last then
+    -- A dead writer's intention stops readers until its deadline, no longer.
+    local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+    return {0, tonumber(last) - now_ms, tonumber(oldest or '0')}
+  end
+end
+local fence = issue_fence(KEYS[2], now)
+local ttl = tonumber(ARGV[2])
+local deadline = 'inf'
+if ttl > 0 then
+  deadline = int(now_ms + ttl)
+end
+redis.call('ZADD', KEYS[3], int(fence), tok)
+redis.call('ZADD', KEYS[4], deadline, tok)
+redis.call('HSET', KEYS[5], tok, int(now_ms) .. ':' .. ARGV[3])
+expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+return {1, fence}

@@ -1,0 +1,46 @@
+-- rw_status.lua: describe an RWMutex without changing it.
+-- KEYS[1]  the writer hash
+-- KEYS[2]  the last fence
+-- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
+-- KEYS[6]  intentions
+-- ARGV     none
+-- Returns  {held by a writer (0|1), the writer's remaining TTL in ms (-1:
+--           never expires, -2: no writer), fence (the writer's, else the
+--           last one remembered, else 0), writer metadata, writer acquired
+--           at (server ms),
+--           readers: flat list of {metadata, remaining TTL in ms (-1:
+--           never expires), fence, acquired at (server ms)}, oldest first,
+--           1 when a writer's intention is alive, else 0}
+-- Readers and intentions past their deadline are left out.
+local now_ms = math.floor(now_us() / 1000)
+local out
+local h = redis.call('HMGET', KEYS[1], 'fence', 'meta', 'since')
+if h[1] then
+  out = {1, redis.call('PTTL', KEYS[1]), tonumber(h[1]), h[2] or '', tonumber(h[3] or '0')}
+else
+  out = {0, -2, tonumber(redis.call('GET', KEYS[2]) or '0'), '', 0}
+end
+local rs = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+local readers = {}
+for i = 1, #rs, 2 do
+  local deadline = redis.call('ZSCORE', KEYS[4], rs[i])
+  local ttl = -1
+  if deadline and deadline ~= 'inf' then
+    ttl = tonumber(deadline) - now_ms
+  end
+  if deadline and (deadline == 'inf' or ttl > 0) then
+    local d = redis.call('HGET', KEYS[5], rs[i]) or '0:'
+    local sep = string.find(d, ':', 1, true) or (#d + 1)
+    table.insert(readers, string.sub(d, sep + 1))
+    table.insert(readers, ttl)
+    table.insert(readers, tonumber(rs[i + 1]))
+    table.insert(readers, tonumber(string.sub(d, 1, sep - 1)) or 0)
+  end
+end
+table.insert(out, readers)
+local waiting = 0
+if redis.call('ZCOUNT', KEYS[6], '(' .. int(now_ms), '+inf') > 0 then
+  waiting = 1
+end
+table.insert(out, waiting)
+return out
