@@ -16,6 +16,7 @@ var (
 	mutexAcquire = script.MustLoad(scriptFS, "mutex_acquire.lua")
 	mutexRelease = script.MustLoad(scriptFS, "mutex_release.lua")
 	ownerRefresh = script.MustLoad(scriptFS, "owner_refresh.lua")
+	forceUnlock  = script.MustLoad(scriptFS, "force_unlock.lua")
 	fairAcquire  = script.MustLoad(scriptFS, "fair_acquire.lua")
 	fairRelease  = script.MustLoad(scriptFS, "fair_release.lua")
 	fairLeave    = script.MustLoad(scriptFS, "fair_leave.lua")

@@ -1,0 +1,176 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/keys"
+)
+
+// inspectable is what operator tools need of every primitive.
+type inspectable interface {
+	Status(ctx context.Context) (Status, error)
+	// holderKeys returns the keys whose removal frees the lock, and the
+	// channels its waiters listen on.
+	holderKeys() (keys, channels []string)
+}
+
+// lockKinds are the kinds of lock that Inspect, List and ForceUnlock know.
+var lockKinds = []string{keys.KindMutex, keys.KindFair, keys.KindRW}
+
+// kindOf returns the primitive of the given kind called name, or nil for
+// an unknown kind.
+func (c *Client) kindOf(kind, name string) inspectable {
+	switch kind {
+	case keys.KindMutex:
+		return c.Mutex(name)
+	case keys.KindFair:
+		return c.FairMutex(name)
+	case keys.KindRW:
+		return c.RWMutex(name)
+	}
+	return nil
+}
+
+// Inspect returns the status of every kind of lock called name (mutex,
+// fair, rw) that Redis has state for: held, waited for, or remembering a
+// fence. It returns none for a name no one has used lately.
+func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
+	if _, err := c.lockKeys(keys.KindMutex, name); err != nil {
+		return nil, err
+	}
+	var out []Status
+	for _, kind := range lockKinds {
+		st, err := c.kindOf(kind, name).Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if st.Held || st.Fence != 0 || len(st.Waiters) > 0 || len(st.Readers) > 0 || st.WriterWaiting {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// List returns the status of every lock under the client's prefix whose
+// name matches pattern (path.Match syntax; "" matches all), sorted by name
+// and kind. It walks the keyspace with SCAN, never KEYS, on every master
+// of a cluster; locks that change meanwhile may be missed or seen twice,
+// as SCAN allows.
+func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, fmt.Errorf("%w: pattern %q: %w", ErrInvalid, pattern, err)
+	}
+	type lock struct{ kind, name string }
+	var mu sync.Mutex
+	found := map[lock]bool{}
+	scan := func(ctx context.Context, rdb redis.UniversalClient) error {
+		it := rdb.Scan(ctx, 0, c.prefix+":{*", 1000).Iterator()
+		for it.Next(ctx) {
+			kind, name, ok := keys.Parse(c.prefix, it.Val())
+			if !ok {
+				continue
+			}
+			if pattern != "" {
+				if m, _ := path.Match(pattern, name); !m {
+					continue
+				}
+			}
+			mu.Lock()
+			found[lock{kind, name}] = true
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, c.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlock: list: %w", err)
+	}
+	locks := slices.SortedFunc(func(yield func(lock) bool) {
+		for l := range found {
+			if !yield(l) {
+				return
+			}
+		}
+	}, func(a, b lock) int {
+		if n := strings.Compare(a.name, b.name); n != 0 {
+			return n
+		}
+		return strings.Compare(a.kind, b.kind)
+	})
+	var out []Status
+	for _, l := range locks {
+		p := c.kindOf(l.kind, l.name)
+		if p == nil {
+			continue
+		}
+		st, err := p.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// ForceUnlock removes the holders of every kind of lock called name,
+// whoever they are, and wakes all its waiters: an operator's tool for a
+// lock whose holder is gone but whose lease does not expire (WithNoExpiry)
+// or is too long to wait for. Holders find out at their next renewal
+// (Lost() closes). It returns the statuses of the locks it freed, as they
+// were just before.
+func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error) {
+	before, err := c.Inspect(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var freed []Status
+	for _, st := range before {
+		if !st.Held {
+			continue
+		}
+		p := c.kindOf(st.Kind, name)
+		ks, chans := p.holderKeys()
+		args := append([]any{c.hub.PublishCommand()}, anys(chans)...)
+		if err := forceUnlock.Run(ctx, c.rdb, ks, args...).Err(); err != nil {
+			return freed, fmt.Errorf("dlock: force unlock %s %q: %w", st.Kind, name, err)
+		}
+		freed = append(freed, st)
+	}
+	return freed, nil
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func (m *Mutex) holderKeys() ([]string, []string) {
+	return []string{m.keys.Key()}, []string{m.keys.Channel()}
+}
+
+func (f *FairMutex) holderKeys() ([]string, []string) {
+	return []string{f.keys.Key()}, []string{f.keys.Channel()}
+}
+
+func (rw *RWMutex) holderKeys() ([]string, []string) {
+	return []string{rw.keys.Key(), rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")},
+		[]string{rw.readersChannel(), rw.writersChannel()}
+}

@@ -1,0 +1,103 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+func TestInspectListForceUnlock(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+
+	m, err := c.Mutex("jobs/a", dlock.WithNoExpiry(), dlock.WithMetadata("host-1:42")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.FairMutex("jobs/b").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.RWMutex("jobs/c").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	if _, err := c.Mutex("other").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sts, err := c.Inspect(ctx, "jobs/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 1 || sts[0].Kind != "mutex" || !sts[0].Held || sts[0].Metadata != "host-1:42" || sts[0].TTL != -1 {
+		t.Fatalf("Inspect(jobs/a) = %+v", sts)
+	}
+	if sts, err := c.Inspect(ctx, "never-used"); err != nil || len(sts) != 0 {
+		t.Fatalf("Inspect(never-used) = %+v, %v; want none", sts, err)
+	}
+
+	all, err := c.List(ctx, "jobs/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range all {
+		got = append(got, st.Kind+":"+st.Name)
+	}
+	want := []string{"mutex:jobs/a", "fair:jobs/b", "rw:jobs/c"}
+	if len(got) != len(want) {
+		t.Fatalf("List(jobs/*) = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("List(jobs/*) = %v, want %v", got, want)
+		}
+	}
+	if _, err := c.List(ctx, "[bad"); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("List with a bad pattern: %v, want ErrInvalid", err)
+	}
+
+	// A waiter behind the never-expiring lock gets it once an operator
+	// removes it.
+	got2 := make(chan error, 1)
+	go func() {
+		l, err := c.Mutex("jobs/a").Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got2 <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	freed, err := c.ForceUnlock(ctx, "jobs/a")
+	if err != nil || len(freed) != 1 || freed[0].Fence != m.Fence() {
+		t.Fatalf("ForceUnlock = %+v, %v", freed, err)
+	}
+	select {
+	case err := <-got2:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by ForceUnlock")
+	}
+	if held, err := m.Held(ctx); err != nil || held {
+		t.Fatalf("old lease Held = %v, %v after ForceUnlock", held, err)
+	}
+	if err := m.Unlock(context.Background()); !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Unlock of a force-unlocked lease: %v, want ErrLost", err)
+	}
+	// Read shares are holders too.
+	if freed, err := c.ForceUnlock(ctx, "jobs/c"); err != nil || len(freed) != 1 || len(freed[0].Readers) != 1 {
+		t.Fatalf("ForceUnlock(jobs/c) = %+v, %v", freed, err)
+	}
+	if held, _ := r.Held(ctx); held {
+		t.Fatal("read share survived ForceUnlock")
+	}
+}
