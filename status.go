@@ -20,6 +20,8 @@ type Status struct {
 	Fence uint64
 	// Waiters are the live callers queued for a FairMutex, first first.
 	Waiters []Waiter
+	// Members and Free count a MutexSet's members, and those free now.
+	Members, Free int
 }
 
 // Waiter is one caller queued for a FairMutex.
