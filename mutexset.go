@@ -40,7 +40,8 @@ type MutexSet struct {
 	name string
 	cfg  lockConfig
 	keys keys.Lock
-	err  error // bad name or options, returned by every call
+	kl   []string // the KEYS of every set script, in lib.lua's layout
+	err  error    // bad name or options, returned by every call
 }
 
 // MemberStatus describes one member of a MutexSet as Redis has it at one
@@ -74,6 +75,11 @@ func (c *Client) MutexSet(name string, opts ...LockOption) *MutexSet {
 	if s.err == nil {
 		s.err = s.cfg.err
 	}
+	k := s.keys
+	s.kl = []string{
+		k.Key(), k.Part("free"), k.Part("held"), k.Part("owner"), k.Part("leases"),
+		k.Part("meta"), k.Part("since"), k.Part("fences"), k.Part("removing"), k.Part("last"),
+	}
 	return s
 }
 
@@ -95,7 +101,7 @@ func (s *MutexSet) Add(ctx context.Context, members ...string) error {
 		for _, m := range batch {
 			args = append(args, m)
 		}
-		if err := setAdd.Run(ctx, s.c.rdb, s.keyList(), args...).Err(); err != nil {
+		if err := setAdd.Run(ctx, s.c.rdb, s.kl, args...).Err(); err != nil {
 			return fmt.Errorf("dlock: add to mutex set %q: %w", s.name, err)
 		}
 	}
@@ -123,7 +129,7 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 		for i, m := range batch {
 			args[i] = m
 		}
-		if err := setRemove.Run(ctx, s.c.rdb, s.keyList(), args...).Err(); err != nil {
+		if err := setRemove.Run(ctx, s.c.rdb, s.kl, args...).Err(); err != nil {
 			return fmt.Errorf("dlock: remove from mutex set %q: %w", s.name, err)
 		}
 	}
@@ -204,7 +210,7 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 	var out []MemberStatus
 	after := ""
 	for {
-		v, err := setMembers.Run(ctx, s.c.rdb, s.keyList(), after, setBatch).Slice()
+		v, err := setMembers.Run(ctx, s.c.rdb, s.kl, after, setBatch).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("dlock: members of mutex set %q: %w", s.name, err)
 		}
@@ -230,7 +236,7 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 	if s.err != nil {
 		return Status{}, s.err
 	}
-	v, err := setStatus.Run(ctx, s.c.rdb, s.keyList()).Slice()
+	v, err := setStatus.Run(ctx, s.c.rdb, s.kl).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("dlock: status of mutex set %q: %w", s.name, err)
 	}
@@ -252,15 +258,6 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// keyList is the KEYS layout every set script shares; lib.lua describes
-// it.
-func (s *MutexSet) keyList() []string {
-	return []string{
-		s.keys.Key(), s.keys.Part("free"), s.keys.Part("held"), s.keys.Part("owner"), s.keys.Part("leases"),
-		s.keys.Part("meta"), s.keys.Part("since"), s.keys.Part("fences"), s.keys.Part("removing"), s.keys.Part("last"),
-	}
-}
-
 // acquisition describes taking member, or any member when it is "".
 // Waiters for any member listen on the set's channel, waiters for a named
 // one on the member's: a release announces itself on both.
@@ -271,7 +268,7 @@ func (s *MutexSet) acquisition(member string) *acquisition {
 		cfg:     s.cfg,
 		channel: s.keys.Channel(),
 		try: func(ctx context.Context, tok string) (attempt, error) {
-			v, err := setAcquire.Run(ctx, s.c.rdb, s.keyList(), tok, millis(s.cfg.ttl), s.cfg.metadata, member).Slice()
+			v, err := setAcquire.Run(ctx, s.c.rdb, s.kl, tok, millis(s.cfg.ttl), s.cfg.metadata, member).Slice()
 			if err != nil {
 				return attempt{}, err
 			}
@@ -363,14 +360,14 @@ type setMember struct {
 }
 
 func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return setRefresh.Run(ctx, m.s.c.rdb, m.s.keyList(), tok, millis(ttl), m.member).Bool()
+	return setRefresh.Run(ctx, m.s.c.rdb, m.s.kl, tok, millis(ttl), m.member).Bool()
 }
 
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
-	return setRelease.Run(ctx, m.s.c.rdb, m.s.keyList(), tok, m.member,
+	return setRelease.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member,
 		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), m.s.keys.MemberChannel(m.member)).Bool()
 }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {
-	return setHeld.Run(ctx, m.s.c.rdb, m.s.keyList(), tok, m.member).Bool()
+	return setHeld.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member).Bool()
 }

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/keys"
@@ -819,6 +822,20 @@ func TestSetStatus(t *testing.T) {
 	if st.Free != 3 || st.Held || st.Fence != long.Fence() {
 		t.Fatalf("status after release: %+v", st)
 	}
+
+	// A lease that never expires shows a TTL of -1.
+	forever, err := c.MutexSet("summary", dlock.WithNoExpiry()).TryAcquireMember(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = s.Status(ctx); err != nil || !st.Held || st.TTL != -1 || st.Free != 2 {
+		t.Errorf("status with a lease that never expires: %+v, %v; want TTL -1", st, err)
+	}
+	ms, err := s.Members(ctx)
+	if err != nil || len(ms) != 3 || !ms[1].Held || ms[1].TTL != -1 || ms[1].Fence != forever.Fence() {
+		t.Errorf("Members with a lease that never expires: %+v, %v", ms, err)
+	}
+	mustUnlock(t, forever)
 }
 
 func TestSetRoundTrips(t *testing.T) {
@@ -1012,12 +1029,14 @@ func TestSetCluster(t *testing.T) {
 
 // BenchmarkMutexSetTryAcquireUnlock takes and releases the least recently
 // used member of sets of growing size: the cost must stay flat (O(log n)),
-// two round trips per op.
+// two round trips per op. redis-µs/op is the time Redis spent in the two
+// scripts, from INFO commandstats: the part that depends on the set's
+// size, without the network and client noise.
 func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, n := range []int{10, 10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			c, _, cnt := newClient(b, srv)
+			c, rdb, cnt := newClient(b, srv)
 			ctx := context.Background()
 			s := c.MutexSet(fmt.Sprintf("bench-%d", n))
 			names := make([]string, n)
@@ -1034,6 +1053,7 @@ func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
 			if err := warm.Unlock(ctx); err != nil {
 				b.Fatal(err)
 			}
+			usec := scriptMicros(b, rdb)
 			before := cnt.Load()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -1046,7 +1066,34 @@ func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
 			b.ReportMetric(float64(cnt.Load()-before)/float64(b.N), "rt/op")
+			b.ReportMetric(float64(scriptMicros(b, rdb)-usec)/float64(b.N), "redis-µs/op")
 		})
 	}
+}
+
+// scriptMicros returns the microseconds Redis has spent running EVALSHA.
+func scriptMicros(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	b.Fatal("no cmdstat_evalsha in INFO commandstats")
+	return 0
 }

@@ -39,7 +39,7 @@ local function prune_waiters(queue, alive, wmeta, now_ms)
   end
 end
 
--- MutexSet scripts share one KEYS layout, built by MutexSet.keyList. A
+-- MutexSet scripts share one KEYS layout, built in Client.MutexSet. A
 -- member is in exactly one of free and held while it is in the set.
 --   KEYS[1]  members: zset, every score 0 (membership; listing in name order)
 --   KEYS[2]  free: zset member -> time its last lease ended (server µs;
