@@ -24,6 +24,8 @@ type attempt struct {
 	// holder identifies the holding lease (its fence), for the stall
 	// timeout.
 	holder uint64
+	// member is the MutexSet member taken, when ok.
+	member string
 }
 
 // acquisition is how one primitive tries to take a lock, for the shared
@@ -211,7 +213,7 @@ func (a *acquisition) giveUp(tok string) {
 // failure or a cluster in the middle of a failover, not a refusal, a
 // closed client or a reply dlock cannot read.
 func transient(err error) bool {
-	if errors.Is(err, redis.ErrClosed) || errors.Is(err, errBadReply) {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, errBadReply) || errors.Is(err, ErrNoMember) {
 		return false
 	}
 	var rerr redis.Error

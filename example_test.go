@@ -154,3 +154,55 @@ func ExampleRWMutex() {
 	// writing, alone
 	// err: <nil>
 }
+
+func ExampleMutexSet_Acquire() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// A pool of two licences. Add is idempotent: every worker may call it
+	// at start; a licence in use stays in use. Members stay in Redis until
+	// removed.
+	licences := locks.MutexSet("licences", dlock.WithTTL(30*time.Second))
+	if err := licences.Add(ctx, "licence-1", "licence-2"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer licences.Remove(ctx, "licence-1", "licence-2")
+
+	// Acquire takes the least recently used free licence, waiting while
+	// all are in use.
+	lease, err := licences.Acquire(ctx)
+	if err != nil {
+		fmt.Println("no licence:", err)
+		return
+	}
+	defer lease.Unlock(ctx)
+	fmt.Println("using", lease.Name())
+	// Output: using licence-1
+}
+
+func ExampleMutexSet_Do() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	gpus := locks.MutexSet("gpus")
+	gpus.Add(ctx, "gpu-0")
+	defer gpus.Remove(ctx, "gpu-0")
+
+	// Do holds a free member while the function runs; its context is
+	// cancelled if the lease is lost.
+	err := gpus.Do(ctx, func(ctx context.Context, gpu string) error {
+		fmt.Println("training on", gpu)
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// training on gpu-0
+	// err: <nil>
+}

@@ -31,3 +31,14 @@ var (
 	rwRHeld      = script.MustLoad(scriptFS, "rw_rheld.lua")
 	rwStatus     = script.MustLoad(scriptFS, "rw_status.lua")
 )
+
+var (
+	setAdd     = script.MustLoad(scriptFS, "set_add.lua")
+	setRemove  = script.MustLoad(scriptFS, "set_remove.lua")
+	setAcquire = script.MustLoad(scriptFS, "set_acquire.lua")
+	setRelease = script.MustLoad(scriptFS, "set_release.lua")
+	setRefresh = script.MustLoad(scriptFS, "set_refresh.lua")
+	setHeld    = script.MustLoad(scriptFS, "set_held.lua")
+	setMembers = script.MustLoad(scriptFS, "set_members.lua")
+	setStatus  = script.MustLoad(scriptFS, "set_status.lua")
+)

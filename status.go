@@ -28,6 +28,8 @@ type Status struct {
 	// WriterWaiting reports that a writer waits for an RWMutex under
 	// PreferWriters: new PreferWriters readers wait behind it.
 	WriterWaiting bool
+	// Members and Free count a MutexSet's members, and those free now.
+	Members, Free int
 }
 
 // Holder is one lease of a lock that many may hold at once (a reader of an

@@ -57,3 +57,95 @@ local function expire_by_last(by, now_ms, ...)
     end
   end
 end
+-- MutexSet scripts share one KEYS layout, built in Client.MutexSet. A
+-- member is in exactly one of free and held while it is in the set.
+--   KEYS[1]  members: zset, every score 0 (membership; listing in name order)
+--   KEYS[2]  free: zset member -> time its last lease ended (server µs;
+--            0 = never used), so the first is the least recently used
+--   KEYS[3]  held: zset member -> lease expiry (server ms; inf = never)
+--   KEYS[4]  owner: hash member -> token of the lease holding it
+--   KEYS[5]  leases: hash token -> member (a retried acquire finds its own)
+--   KEYS[6]  meta: hash member -> holder's metadata (absent when empty)
+--   KEYS[7]  since: hash member -> acquired at (server ms)
+--   KEYS[8]  fences: hash member -> last fence issued for it
+--   KEYS[9]  removing: set of members removed while held
+--   KEYS[10] last: the last fence issued in the set (changes whenever a
+--            member changes hands)
+
+-- set_expiry returns member m's lease expiry in server ms (math.huge when
+-- it never expires), or nil when m is not held.
+local function set_expiry(m)
+  local s = redis.call('ZSCORE', KEYS[3], m)
+  if not s then
+    return nil
+  end
+  if s == 'inf' then
+    return math.huge
+  end
+  return tonumber(s)
+end
+
+-- set_forget drops member m from the set. Once the set has no member left
+-- every key of it goes, so an emptied set leaves nothing behind.
+local function set_forget(m)
+  redis.call('ZREM', KEYS[1], m)
+  redis.call('ZREM', KEYS[2], m)
+  redis.call('HDEL', KEYS[8], m)
+  redis.call('SREM', KEYS[9], m)
+  if redis.call('ZCARD', KEYS[1]) == 0 then
+    redis.call('DEL', unpack(KEYS))
+  end
+end
+
+-- set_vacate ends the holding of member m (a release, or an expiry found
+-- late) and makes m free with the given time of last use, or drops it if
+-- it was removed while held. Returns true when m is free now.
+local function set_vacate(m, used_us)
+  local tok = redis.call('HGET', KEYS[4], m)
+  if tok then
+    redis.call('HDEL', KEYS[5], tok)
+  end
+  redis.call('ZREM', KEYS[3], m)
+  redis.call('HDEL', KEYS[4], m)
+  redis.call('HDEL', KEYS[6], m)
+  redis.call('HDEL', KEYS[7], m)
+  if redis.call('SISMEMBER', KEYS[9], m) == 1 then
+    set_forget(m)
+    return false
+  end
+  redis.call('ZADD', KEYS[2], int(used_us), m)
+  return true
+end
+
+-- set_reclaim frees the members whose lease expired by now_ms, earliest
+-- expiry first, each with its expiry as its time of last use. At most 100
+-- per call, to bound the script's run time; the rest go on the next call.
+local function set_reclaim(now_ms)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', int(now_ms), 'WITHSCORES', 'LIMIT', 0, 100)
+  for i = 1, #due, 2 do
+    set_vacate(due[i], tonumber(due[i + 1]) * 1000)
+  end
+end
+
+-- set_grant gives the free member m to the lease tok and returns its fence:
+-- max(last + 1, now), above every fence m had before, expired or not.
+-- ttl is in ms, 0 for a lease that never expires. The expiry is rounded up
+-- to the next ms: Redis must keep the lease at least ttl.
+local function set_grant(m, tok, ttl, meta, now)
+  local fence = math.max(tonumber(redis.call('HGET', KEYS[8], m) or '0') + 1, now)
+  redis.call('HSET', KEYS[8], m, int(fence))
+  redis.call('SET', KEYS[10], int(fence))
+  redis.call('ZREM', KEYS[2], m)
+  local expiry = '+inf'
+  if ttl > 0 then
+    expiry = int(math.ceil(now / 1000) + ttl)
+  end
+  redis.call('ZADD', KEYS[3], expiry, m)
+  redis.call('HSET', KEYS[4], m, tok)
+  redis.call('HSET', KEYS[5], tok, m)
+  redis.call('HSET', KEYS[7], m, int(math.floor(now / 1000)))
+  if meta ~= '' then
+    redis.call('HSET', KEYS[6], m, meta)
+  end
+  return fence
+end

@@ -76,6 +76,12 @@ func (l Lock) Channel() string { return l.base + ":wake" }
 // that must be woken apart from those on Channel (an RWMutex's writers).
 func (l Lock) SideChannel(side string) string { return l.Channel() + ":" + side }
 
+// MemberChannel returns the channel on which releases of one member of a
+// MutexSet are announced. It is apart from the set's Channel so that a
+// waiter for one member is neither woken by, nor swallows, the release of
+// another.
+func (l Lock) MemberChannel(member string) string { return l.Channel() + ":" + member }
+
 // Parse splits a key made by For or Part back into its kind and lock name.
 // It reports false for keys that dlock did not make under prefix.
 func Parse(prefix, key string) (kind, name string, ok bool) {

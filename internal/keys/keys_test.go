@@ -13,7 +13,7 @@ func TestKeysShareOneHashTagAndRoundTrip(t *testing.T) {
 	for _, name := range names {
 		l := For("dlock", KindMutex, name)
 		want := hashSlot(l.Key())
-		for _, k := range []string{l.Part("fence"), l.Part("queue"), l.Channel(), l.SideChannel("w")} {
+		for _, k := range []string{l.Part("fence"), l.Part("queue"), l.Channel(), l.SideChannel("w"), l.MemberChannel(name)} {
 			if got := hashSlot(k); got != want {
 				t.Errorf("name %q: key %q in slot %d, main key in %d", name, k, got, want)
 			}

@@ -1,0 +1,373 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/keys"
+)
+
+// setBatch is how many members one Add, Remove or Members script handles:
+// enough to fill a set of a million members in a thousand round trips,
+// few enough that no script keeps Redis busy for more than milliseconds.
+const setBatch = 1000
+
+// MutexSet is a pool of named members (devices, licences, accounts,
+// shards), each an exclusive lock of its own. Acquire takes any free
+// member, AcquireMember a named one; the Lease says which (Lease.Name) and
+// carries a fence that rises strictly per member. A MutexSet value holds
+// no state of its own; any number of goroutines may use one.
+//
+// Which member: Acquire takes the least recently used free member. Members
+// never used come first (in name order), then the one whose last lease
+// ended longest ago, by Redis' clock. That spreads wear over the pool and
+// gives a member released a moment ago time before it is reused.
+//
+// Members are explicit: they stay in Redis until removed, like the data of
+// a set, and the set's keys go once its last member is removed. A member
+// whose lease expires is free again at once.
+//
+// Cost: acquiring any member, releasing, renewing and Status are O(log n)
+// in the set's size (one Lua script each, one round trip), plus O(k) for
+// the k expired leases an acquire clears on the way (at most 100 per
+// call). Waiters for any member are woken by a release or an Add, and by
+// themselves when the first lease in the set would run out; waiters for a
+// named member by that member's release or expiry.
+type MutexSet struct {
+	c    *Client
+	name string
+	cfg  lockConfig
+	keys keys.Lock
+	kl   []string // the KEYS of every set script, in lib.lua's layout
+	err  error    // bad name or options, returned by every call
+}
+
+// MemberStatus describes one member of a MutexSet as Redis has it at one
+// moment.
+type MemberStatus struct {
+	Name string // the member
+	Held bool   // a lease holds it now
+	// Metadata is the holder's WithMetadata text.
+	Metadata string
+	// TTL is the holder's remaining lease time; -1 if it never expires, 0
+	// if the member is free.
+	TTL time.Duration
+	// Since is when the holder acquired the member, by Redis' clock; zero
+	// if it is free.
+	Since time.Time
+	// Fence is the holder's fence, or when free the last fence issued for
+	// the member (0 if it was never acquired).
+	Fence uint64
+	// Removing reports a member removed while held: nobody else can
+	// acquire it, and it leaves the set when the holder's lease ends.
+	Removing bool
+}
+
+// MutexSet returns the mutex set called name. It is separate from the
+// other locks of the same name. The options apply to the leases it hands
+// out. Invalid names or options do not panic: every call of the MutexSet
+// then fails with ErrInvalid.
+func (c *Client) MutexSet(name string, opts ...LockOption) *MutexSet {
+	s := &MutexSet{c: c, name: name, cfg: newLockConfig(opts)}
+	s.keys, s.err = c.lockKeys(keys.KindSet, name)
+	if s.err == nil {
+		s.err = s.cfg.err
+	}
+	k := s.keys
+	s.kl = []string{
+		k.Key(), k.Part("free"), k.Part("held"), k.Part("owner"), k.Part("leases"),
+		k.Part("meta"), k.Part("since"), k.Part("fences"), k.Part("removing"), k.Part("last"),
+	}
+	return s
+}
+
+// Add puts members into the set, free and never used, and wakes waiters
+// for them. It is idempotent: a member already in the set keeps its state
+// (a held member stays held by its lease, a free one keeps its place in
+// the LRU order), and a member removed while held stays in the set. Member
+// names are 1 to 4096 bytes; Add with no members, or any bad name, returns
+// ErrInvalid and changes nothing. Members go in batches of a thousand, one
+// atomic script each: if Add fails, earlier batches may have been added,
+// and calling it again is safe.
+func (s *MutexSet) Add(ctx context.Context, members ...string) error {
+	if err := s.checkMembers(members); err != nil {
+		return err
+	}
+	for batch := range slices.Chunk(members, setBatch) {
+		args := make([]any, 0, 2+len(batch))
+		args = append(args, s.c.hub.PublishCommand(), s.keys.Channel())
+		for _, m := range batch {
+			args = append(args, m)
+		}
+		if err := setAdd.Run(ctx, s.c.rdb, s.kl, args...).Err(); err != nil {
+			return fmt.Errorf("dlock: add to mutex set %q: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// Remove takes members out of the set. A free member leaves at once. A
+// held member is never taken from its holder: it can no longer be
+// acquired (AcquireMember returns ErrNoMember, Acquire skips it), its
+// lease goes on being renewed and released as usual, and it leaves the set
+// when that lease is released or expires. Adding it back before then
+// cancels the removal. So Remove never lets two leases hold one member,
+// even when the member is added again at once. Names not in the set are
+// ignored; no members, or a bad name, is ErrInvalid. Members go in batches
+// as for Add: if Remove fails, earlier batches may have been removed.
+//
+// A member's fences start over from Redis' clock when it is removed and
+// added again: still above the earlier ones unless that clock stepped back.
+func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
+	if err := s.checkMembers(members); err != nil {
+		return err
+	}
+	for batch := range slices.Chunk(members, setBatch) {
+		args := make([]any, len(batch))
+		for i, m := range batch {
+			args[i] = m
+		}
+		if err := setRemove.Run(ctx, s.c.rdb, s.kl, args...).Err(); err != nil {
+			return fmt.Errorf("dlock: remove from mutex set %q: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// TryAcquire takes the least recently used free member, in one round
+// trip. If no member is free, or the set has none, it returns
+// ErrNotAcquired and changes nothing.
+func (s *MutexSet) TryAcquire(ctx context.Context) (*Lease, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.c.acquire(ctx, s.acquisition(""), false)
+}
+
+// Acquire takes the least recently used free member, waiting while none
+// is: until a member is released or added, or the first lease in the set
+// runs out. On an empty set it waits for an Add. It returns an error
+// matching both ErrNotAcquired and ctx.Err() when ctx ends first, and one
+// matching ErrNotAcquired when WithStallTimeout ran out (no member changed
+// hands for that long); either way it leaves the set unchanged.
+func (s *MutexSet) Acquire(ctx context.Context) (*Lease, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.c.acquire(ctx, s.acquisition(""), true)
+}
+
+// TryAcquireMember takes the named member if it is free, in one round
+// trip. It returns ErrNotAcquired if another lease holds it, and
+// ErrNoMember if it is not in the set (or was removed while held); either
+// way it changes nothing.
+func (s *MutexSet) TryAcquireMember(ctx context.Context, member string) (*Lease, error) {
+	if err := s.checkMember(member); err != nil {
+		return nil, err
+	}
+	return s.c.acquire(ctx, s.acquisition(member), false)
+}
+
+// AcquireMember takes the named member, waiting while it is held: until it
+// is released or its holder's lease runs out. It returns ErrNoMember at
+// once if the member is not in the set, and as soon as it finds it
+// removed while waiting. Otherwise it ends as Acquire does, leaving the set
+// unchanged.
+func (s *MutexSet) AcquireMember(ctx context.Context, member string) (*Lease, error) {
+	if err := s.checkMember(member); err != nil {
+		return nil, err
+	}
+	return s.c.acquire(ctx, s.acquisition(member), true)
+}
+
+// Do acquires any member as Acquire does, runs fn with it, and releases
+// it. fn's context is cancelled, with cause ErrLost (see context.Cause),
+// the moment the lease is lost. Do returns fn's error joined with any
+// error from the release.
+func (s *MutexSet) Do(ctx context.Context, fn func(ctx context.Context, member string) error) error {
+	var member string
+	acquire := func(ctx context.Context) (*Lease, error) {
+		l, err := s.Acquire(ctx)
+		if err == nil {
+			member = l.Name()
+		}
+		return l, err
+	}
+	return do(ctx, acquire, func(ctx context.Context) error { return fn(ctx, member) })
+}
+
+// Members lists every member in byte order of their names, with its
+// holder if held. It reads a thousand members per round trip, each page
+// at one moment: a member added or removed during the listing may or may
+// not appear, and one that changes hands shows as it was when its page
+// was read. It costs O(n) in the set's size; Status is O(log n).
+func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	var out []MemberStatus
+	after := ""
+	for {
+		v, err := setMembers.Run(ctx, s.c.rdb, s.kl, after, setBatch).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("dlock: members of mutex set %q: %w", s.name, err)
+		}
+		page, next, err := parseMembers(v)
+		if err != nil {
+			return nil, fmt.Errorf("dlock: members of mutex set %q: %w", s.name, err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		after = next
+	}
+}
+
+// Status summarises the set in one round trip, in O(log n): Kind "set";
+// Members and Free count the members, and those free now; Held tells
+// whether any member is held; TTL is the time until the first held lease
+// runs out (-1 if none ever does, 0 if nothing is held), that is, when a
+// member frees by itself at the latest; Fence is the last fence issued in
+// the set. Metadata and Since stay empty: Members lists the holders.
+func (s *MutexSet) Status(ctx context.Context) (Status, error) {
+	if s.err != nil {
+		return Status{}, s.err
+	}
+	v, err := setStatus.Run(ctx, s.c.rdb, s.kl).Slice()
+	if err != nil {
+		return Status{}, fmt.Errorf("dlock: status of mutex set %q: %w", s.name, err)
+	}
+	if len(v) < 4 {
+		return Status{}, fmt.Errorf("dlock: status of mutex set %q: %w %v", s.name, errBadReply, v)
+	}
+	members, held := int(toInt(v[0])), int(toInt(v[1]))
+	st := Status{
+		Name:    s.name,
+		Kind:    keys.KindSet,
+		Held:    held > 0,
+		Fence:   uint64(toInt(v[3])),
+		Members: members,
+		Free:    members - held,
+	}
+	if st.Held {
+		st.TTL = ttlOf(toInt(v[2]))
+	}
+	return st, nil
+}
+
+// acquisition describes taking member, or any member when it is "".
+// Waiters for any member listen on the set's channel, waiters for a named
+// one on the member's: a release announces itself on both.
+func (s *MutexSet) acquisition(member string) *acquisition {
+	a := &acquisition{
+		kind:    "mutex set",
+		name:    s.name,
+		cfg:     s.cfg,
+		channel: s.keys.Channel(),
+		try: func(ctx context.Context, tok string) (attempt, error) {
+			v, err := setAcquire.Run(ctx, s.c.rdb, s.kl, tok, millis(s.cfg.ttl), s.cfg.metadata, member).Slice()
+			if err != nil {
+				return attempt{}, err
+			}
+			return parseSetAttempt(v)
+		},
+		grant: func(tok string, r attempt, sent time.Time) *Lease {
+			return newLease(r.member, tok, r.fence, setMember{s, r.member}, s.cfg, sent)
+		},
+	}
+	if member != "" {
+		a.kind = fmt.Sprintf("member of mutex set %q", s.name)
+		a.name = member
+		a.channel = s.keys.MemberChannel(member)
+	}
+	return a
+}
+
+// parseSetAttempt reads set_acquire's reply: {1, fence, member},
+// {0, wait, holder} or {-1} for a member not in the set.
+func parseSetAttempt(v []any) (attempt, error) {
+	if len(v) == 1 && toInt(v[0]) == -1 {
+		return attempt{}, ErrNoMember
+	}
+	r, err := parseAttempt(v)
+	if err != nil || !r.ok {
+		return r, err
+	}
+	if len(v) < 3 {
+		return attempt{}, fmt.Errorf("%w %v", errBadReply, v)
+	}
+	r.member, _ = v[2].(string)
+	return r, nil
+}
+
+// parseMembers reads set_members' reply: {next, flat list of 7 per member}.
+func parseMembers(v []any) ([]MemberStatus, string, error) {
+	if len(v) < 2 {
+		return nil, "", fmt.Errorf("%w %v", errBadReply, v)
+	}
+	next, _ := v[0].(string)
+	flat, _ := v[1].([]any)
+	if len(flat)%7 != 0 {
+		return nil, "", fmt.Errorf("%w %v", errBadReply, v)
+	}
+	out := make([]MemberStatus, 0, len(flat)/7)
+	for f := range slices.Chunk(flat, 7) {
+		ms := MemberStatus{Fence: uint64(toInt(f[3])), Removing: toInt(f[6]) == 1}
+		ms.Name, _ = f[0].(string)
+		if toInt(f[1]) == 1 {
+			ms.Held = true
+			ms.TTL = ttlOf(toInt(f[2]))
+			ms.Metadata, _ = f[4].(string)
+			ms.Since = time.UnixMilli(toInt(f[5]))
+		}
+		out = append(out, ms)
+	}
+	return out, next, nil
+}
+
+func (s *MutexSet) checkMembers(members []string) error {
+	if s.err != nil {
+		return s.err
+	}
+	if len(members) == 0 {
+		return fmt.Errorf("%w: no members given for mutex set %q", ErrInvalid, s.name)
+	}
+	for _, m := range members {
+		if err := keys.CheckName(m); err != nil {
+			return fmt.Errorf("%w: member of mutex set %q: %w", ErrInvalid, s.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *MutexSet) checkMember(member string) error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := keys.CheckName(member); err != nil {
+		return fmt.Errorf("%w: member of mutex set %q: %w", ErrInvalid, s.name, err)
+	}
+	return nil
+}
+
+// setMember carries the lease operations of one member.
+type setMember struct {
+	s      *MutexSet
+	member string
+}
+
+func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
+	return setRefresh.Run(ctx, m.s.c.rdb, m.s.kl, tok, millis(ttl), m.member).Bool()
+}
+
+func (m setMember) release(ctx context.Context, tok string) (bool, error) {
+	return setRelease.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member,
+		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), m.s.keys.MemberChannel(m.member)).Bool()
+}
+
+func (m setMember) held(ctx context.Context, tok string) (bool, error) {
+	return setHeld.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member).Bool()
+}

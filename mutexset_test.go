@@ -1,0 +1,1106 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// setUse records who was inside which member's critical section.
+type setUse struct {
+	mu      sync.Mutex
+	fences  map[string][]uint64 // per member, in acquisition order
+	inside  atomic.Int32
+	maxSeen atomic.Int32
+}
+
+func newSetUse() *setUse { return &setUse{fences: map[string][]uint64{}} }
+
+// contendSet acquires a member repeatedly until ctx ends. Each member's
+// critical section is guarded by its own O_EXCL marker in dir.
+func contendSet(ctx context.Context, acquire func(context.Context) (*dlock.Lease, error), dir string, hold time.Duration, u *setUse) (int, error) {
+	n := 0
+	for ctx.Err() == nil {
+		lease, err := acquire(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, nil
+			}
+			return n, err
+		}
+		marker := filepath.Join(dir, lease.Name())
+		err = critical(marker, hold, func() {
+			in := u.inside.Add(1)
+			for {
+				m := u.maxSeen.Load()
+				if in <= m || u.maxSeen.CompareAndSwap(m, in) {
+					break
+				}
+			}
+			u.mu.Lock()
+			u.fences[lease.Name()] = append(u.fences[lease.Name()], lease.Fence())
+			u.mu.Unlock()
+		})
+		u.inside.Add(-1)
+		uerr := lease.Unlock(context.WithoutCancel(ctx))
+		if err != nil {
+			return n, fmt.Errorf("member %s: %w", lease.Name(), err)
+		}
+		if uerr != nil {
+			return n, fmt.Errorf("unlock %s: %w", lease.Name(), uerr)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// checkSetUse checks that every member was used, no more holders than
+// members were inside at once, and fences rose per member.
+func checkSetUse(t *testing.T, u *setUse, members []string) {
+	t.Helper()
+	if m := int(u.maxSeen.Load()); m > len(members) {
+		t.Errorf("%d holders at once in a set of %d", m, len(members))
+	}
+	total := 0
+	for _, m := range members {
+		f := u.fences[m]
+		total += len(f)
+		if len(f) == 0 {
+			t.Errorf("member %q never acquired", m)
+		}
+		for i := 1; i < len(f); i++ {
+			if f[i] <= f[i-1] {
+				t.Errorf("member %q: fence %d at acquisition %d is not above %d", m, f[i], i, f[i-1])
+				break
+			}
+		}
+	}
+	t.Logf("%d acquisitions, at most %d holders at once", total, u.maxSeen.Load())
+}
+
+func TestSetExclusion(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	members := []string{"dev-a", "dev-b", "dev-c"}
+	admin, _, _ := newClient(t, srv)
+	if err := admin.MutexSet("devices").Add(ctx, members...); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	u := newSetUse()
+	const workers = 12
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		// Clients of their own, as separate machines, and goroutines
+		// sharing one; a quarter of them want one member by name.
+		c := admin
+		if i%2 == 1 {
+			c, _, _ = newClient(t, srv)
+		}
+		s := c.MutexSet("devices", dlock.WithTTL(5*time.Second))
+		acquire := s.Acquire
+		if i%4 == 3 {
+			member := members[i%3]
+			acquire = func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, member) }
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = contendSet(cctx, acquire, dir, time.Millisecond, u)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	checkSetUse(t, u, members)
+	if u.maxSeen.Load() < 2 {
+		t.Errorf("never more than %d holder at once: the members were not used in parallel", u.maxSeen.Load())
+	}
+}
+
+func mustAcquireMember(t *testing.T, s *dlock.MutexSet, member string) *dlock.Lease {
+	t.Helper()
+	l, err := s.TryAcquireMember(t.Context(), member)
+	if err != nil {
+		t.Fatalf("TryAcquireMember(%q): %v", member, err)
+	}
+	return l
+}
+
+func mustUnlock(t *testing.T, leases ...*dlock.Lease) {
+	t.Helper()
+	for _, l := range leases {
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatalf("Unlock(%q): %v", l.Name(), err)
+		}
+	}
+}
+
+// takeAll acquires any member len(want) times and checks the order.
+func takeAll(t *testing.T, s *dlock.MutexSet, want ...string) []*dlock.Lease {
+	t.Helper()
+	var got []string
+	var leases []*dlock.Lease
+	for range want {
+		l, err := s.TryAcquire(t.Context())
+		if err != nil {
+			t.Fatalf("TryAcquire after %v: %v", got, err)
+		}
+		got = append(got, l.Name())
+		leases = append(leases, l)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("TryAcquire took %v, want %v", got, want)
+	}
+	return leases
+}
+
+func TestSetLRU(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("lru", dlock.WithTTL(time.Minute))
+	if err := s.Add(ctx, "d", "c", "b", "a"); err != nil {
+		t.Fatal(err)
+	}
+	la, lb, lc := mustAcquireMember(t, s, "a"), mustAcquireMember(t, s, "b"), mustAcquireMember(t, s, "c")
+	mustUnlock(t, lc, la, lb)
+	// d was never used; then c, a, b in the order they were released.
+	leases := takeAll(t, s, "d", "c", "a", "b")
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire on a full set: %v, want ErrNotAcquired", err)
+	}
+	// Release in the order b, d, a, c; members added now come first, in
+	// name order.
+	mustUnlock(t, leases[3], leases[0], leases[2], leases[1])
+	if err := s.Add(ctx, "f", "e", "a"); err != nil {
+		t.Fatal(err)
+	}
+	leases = takeAll(t, s, "e", "f", "b", "d", "a", "c")
+	mustUnlock(t, leases...)
+}
+
+func TestSetAddKeepsHeld(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("keep", dlock.WithTTL(time.Minute))
+	if err := s.Add(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquireMember(t, s, "a")
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := l.Held(ctx); err != nil || !held {
+		t.Fatalf("Held after Add = %v, %v; want true", held, err)
+	}
+	if _, err := s.TryAcquireMember(ctx, "a"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquireMember(a) after Add: %v, want ErrNotAcquired", err)
+	}
+	ms, err := s.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || !ms[0].Held || ms[0].Fence != l.Fence() || ms[1].Held {
+		t.Fatalf("Members = %+v; want a held with fence %d, b free", ms, l.Fence())
+	}
+	if err := l.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, l)
+}
+
+func TestSetNoMember(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("known", dlock.WithTTL(time.Minute))
+	if _, err := s.TryAcquireMember(ctx, "ghost"); !errors.Is(err, dlock.ErrNoMember) {
+		t.Fatalf("TryAcquireMember on an empty set: %v, want ErrNoMember", err)
+	}
+	if err := s.Add(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.AcquireMember(wctx, "ghost")
+	if !errors.Is(err, dlock.ErrNoMember) || errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("AcquireMember(ghost): %v, want ErrNoMember alone", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("AcquireMember(ghost) took %v to fail; want at once", d)
+	}
+
+	// A waiter for a member that is removed while held fails with
+	// ErrNoMember as soon as the holder releases it.
+	h := mustAcquireMember(t, s, "x")
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.MutexSet("known").AcquireMember(wctx, "x")
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := s.Remove(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	mustUnlock(t, h)
+	select {
+	case err := <-got:
+		if !errors.Is(err, dlock.ErrNoMember) {
+			t.Fatalf("waiter for a removed member: %v, want ErrNoMember", err)
+		}
+		if d := time.Since(released); d > time.Second {
+			t.Errorf("waiter told %v after the release", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter for a removed member still waiting")
+	}
+}
+
+// TestSetEmpty: an empty set has nothing free; TryAcquire says
+// ErrNotAcquired (not ErrNoMember: no member was named), and Acquire waits
+// for an Add, woken by it.
+func TestSetEmpty(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("empty")
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrNoMember) {
+		t.Fatalf("TryAcquire on an empty set: %v, want ErrNotAcquired", err)
+	}
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Members != 0 || st.Free != 0 || st.Held || st.Kind != "set" || st.Name != "empty" {
+		t.Errorf("Status of an empty set: %+v", st)
+	}
+	if ms, err := s.Members(ctx); err != nil || len(ms) != 0 {
+		t.Errorf("Members of an empty set = %v, %v", ms, err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		l, err := s.Acquire(wctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(300 * time.Millisecond)
+	added := time.Now()
+	if err := s.Add(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing expires in an empty set: only the Add can wake the waiter.
+	select {
+	case l := <-got:
+		if l == nil {
+			return
+		}
+		if d := time.Since(added); d > time.Second {
+			t.Errorf("waiter got a member %v after the Add", d)
+		}
+		if l.Name() != "late" {
+			t.Errorf("got %q, want late", l.Name())
+		}
+		mustUnlock(t, l)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire not woken by Add")
+	}
+
+	// Adds of a few members and of many wake as many waiters.
+	for _, n := range []int{2, 40} {
+		bulk := c.MutexSet(fmt.Sprint("bulk-", n))
+		const waiters = 3
+		got := make(chan *dlock.Lease, waiters)
+		for range waiters {
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				l, err := bulk.Acquire(wctx)
+				if err != nil {
+					t.Errorf("Add of %d: waiter: %v", n, err)
+				}
+				got <- l
+			}()
+		}
+		time.Sleep(300 * time.Millisecond)
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprint("m", i))
+		}
+		added := time.Now()
+		if err := bulk.Add(ctx, names...); err != nil {
+			t.Fatal(err)
+		}
+		// Then each release lets one more waiter in.
+		for range waiters {
+			l := <-got
+			if l == nil {
+				continue
+			}
+			if d := time.Since(added); d > time.Second {
+				t.Errorf("Add of %d: a waiter got %s %v after the Add", n, l.Name(), d)
+			}
+			mustUnlock(t, l)
+		}
+	}
+}
+
+// TestSetReleaseWakes: waiters behind 30s leases get a member within
+// milliseconds of its release. A waiter for a named member and a waiter
+// for any member share a client; the release of the member the first does
+// not want must still reach the second.
+func TestSetReleaseWakes(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	holderC, _, _ := newClient(t, srv)
+	waiterC, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	hs := holderC.MutexSet("wake", dlock.WithTTL(30*time.Second))
+	if err := hs.Add(ctx, "x", "y"); err != nil {
+		t.Fatal(err)
+	}
+	hx, hy := mustAcquireMember(t, hs, "x"), mustAcquireMember(t, hs, "y")
+	ws := waiterC.MutexSet("wake")
+	type result struct {
+		l  *dlock.Lease
+		at time.Time
+	}
+	wait := func(acquire func(context.Context) (*dlock.Lease, error)) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			l, err := acquire(wctx)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- result{l, time.Now()}
+		}()
+		return ch
+	}
+	forX := wait(func(ctx context.Context) (*dlock.Lease, error) { return ws.AcquireMember(ctx, "x") })
+	time.Sleep(200 * time.Millisecond) // the named waiter is the older one
+	forAny := wait(ws.Acquire)
+	time.Sleep(200 * time.Millisecond)
+
+	check := func(name string, ch chan result, released time.Time, want string) {
+		t.Helper()
+		select {
+		case r := <-ch:
+			if r.l == nil {
+				t.FailNow()
+			}
+			d := r.at.Sub(released)
+			t.Logf("%s waiter got %s %v after the release", name, r.l.Name(), d.Round(time.Microsecond))
+			if d > time.Second {
+				t.Errorf("%s waiter woke %v after the release; the lease had 30s left", name, d)
+			}
+			if r.l.Name() != want {
+				t.Errorf("%s waiter got %q, want %q", name, r.l.Name(), want)
+			}
+			mustUnlock(t, r.l)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s waiter not woken by the release", name)
+		}
+	}
+	mustUnlock(t, hy)
+	check("any-member", forAny, time.Now(), "y")
+	mustUnlock(t, hx)
+	check("named", forX, time.Now(), "x")
+}
+
+// TestSetExpiryWakes: a holder that never renews nor releases. A waiter
+// (for any member, then for the member by name) gets the member when the
+// lease runs out, with no release announced; the old lease can then
+// neither renew nor release it, and the new holder keeps it.
+func TestSetExpiryWakes(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 700 * time.Millisecond
+	crashedSet := c.MutexSet("expiry", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false))
+	if err := crashedSet.Add(ctx, "only"); err != nil {
+		t.Fatal(err)
+	}
+	s := c.MutexSet("expiry", dlock.WithTTL(time.Minute))
+	rounds := []struct {
+		name    string
+		acquire func(context.Context) (*dlock.Lease, error)
+		// stale is what the expired lease tries after the member was
+		// taken again.
+		stale func(*dlock.Lease) error
+	}{
+		{"any", s.Acquire, func(l *dlock.Lease) error { return l.Refresh(ctx, time.Minute) }},
+		{"named", func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, "only") },
+			func(l *dlock.Lease) error { return l.Unlock(ctx) }},
+	}
+	for _, r := range rounds {
+		crashed, err := crashedSet.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := r.acquire(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		waited := time.Since(start)
+		if waited < ttl-100*time.Millisecond || waited > ttl+2*time.Second {
+			t.Errorf("%s: waiter got the member after %v; the crashed holder's TTL was %v", r.name, waited, ttl)
+		}
+		if l.Fence() <= crashed.Fence() {
+			t.Errorf("%s: fence %d not above the expired lease's %d", r.name, l.Fence(), crashed.Fence())
+		}
+		select {
+		case <-crashed.Lost():
+		case <-time.After(time.Second):
+			t.Errorf("%s: the expired lease's Lost() did not close", r.name)
+		}
+		if err := r.stale(crashed); !errors.Is(err, dlock.ErrLost) {
+			t.Errorf("%s: stale lease: %v, want ErrLost", r.name, err)
+		}
+		if held, err := l.Held(ctx); err != nil || !held {
+			t.Errorf("%s: new holder's Held = %v, %v; want true", r.name, held, err)
+		}
+		if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%s: TryAcquire: %v, want ErrNotAcquired", r.name, err)
+		}
+		ms, err := s.Members(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 1 || !ms[0].Held || ms[0].Fence != l.Fence() {
+			t.Errorf("%s: Members = %+v; want only, held with fence %d", r.name, ms, l.Fence())
+		}
+		mustUnlock(t, l)
+	}
+}
+
+func TestSetMembers(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("listed", dlock.WithTTL(time.Minute), dlock.WithMetadata("job-1"))
+	if err := s.Add(ctx, "c", "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	lb := mustAcquireMember(t, s, "b")
+	mustUnlock(t, lb)
+	before := time.Now().Add(-time.Second)
+	la := mustAcquireMember(t, s, "a")
+	defer la.Unlock(ctx)
+	ms, err := s.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 3 {
+		t.Fatalf("Members = %+v, want 3", ms)
+	}
+	a, b, cm := ms[0], ms[1], ms[2]
+	if a.Name != "a" || !a.Held || a.Metadata != "job-1" || a.Fence != la.Fence() || a.Removing ||
+		a.TTL <= 50*time.Second || a.TTL > time.Minute || a.Since.Before(before) || a.Since.After(time.Now().Add(time.Second)) {
+		t.Errorf("held member: %+v (fence %d)", a, la.Fence())
+	}
+	if b.Name != "b" || b.Held || b.Fence != lb.Fence() || b.TTL != 0 || b.Metadata != "" || !b.Since.IsZero() {
+		t.Errorf("released member: %+v, want free with last fence %d", b, lb.Fence())
+	}
+	if cm.Name != "c" || cm.Held || cm.Fence != 0 {
+		t.Errorf("never used member: %+v", cm)
+	}
+
+	// Several pages, each member once, in byte order of names.
+	big := c.MutexSet("big")
+	var names []string
+	for i := range 2500 {
+		names = append(names, fmt.Sprintf("m%05d", i))
+	}
+	if err := big.Add(ctx, names...); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = big.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(ms))
+	for i, m := range ms {
+		got[i] = m.Name
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("Members of 2500 listed %d, first %v", len(got), got[:min(len(got), 3)])
+	}
+}
+
+func TestSetRemove(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("shrink", dlock.WithTTL(time.Minute))
+	if err := s.Add(ctx, "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	la := mustAcquireMember(t, s, "a")
+
+	// A free member leaves at once; unknown names are ignored.
+	if err := s.Remove(ctx, "b", "ghost"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquireMember(ctx, "b"); !errors.Is(err, dlock.ErrNoMember) {
+		t.Fatalf("TryAcquireMember of a removed member: %v, want ErrNoMember", err)
+	}
+
+	// A held member stays with its holder until released, and nobody else
+	// can take it meanwhile.
+	if err := s.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := la.Held(ctx); err != nil || !held {
+		t.Fatalf("holder's Held after Remove = %v, %v; want true", held, err)
+	}
+	if err := la.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("holder's Refresh after Remove: %v", err)
+	}
+	if _, err := s.TryAcquireMember(ctx, "a"); !errors.Is(err, dlock.ErrNoMember) {
+		t.Fatalf("TryAcquireMember of a member being removed: %v, want ErrNoMember", err)
+	}
+	ms, err := s.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Name != "a" || !ms[0].Removing || !ms[0].Held || ms[1].Name != "c" || ms[1].Removing {
+		t.Fatalf("Members while a is being removed: %+v", ms)
+	}
+	lc, err := s.TryAcquire(ctx)
+	if err != nil || lc.Name() != "c" {
+		t.Fatalf("TryAcquire = %v, %v; want c", lc, err)
+	}
+	mustUnlock(t, la)
+	ms, err = s.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || ms[0].Name != "c" {
+		t.Fatalf("Members after the removed member's release: %+v, want only c", ms)
+	}
+
+	// Adding a member back while its removal is pending cancels it.
+	if err := s.Remove(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := lc.Held(ctx); err != nil || !held {
+		t.Fatalf("holder's Held after Remove and Add = %v, %v; want true", held, err)
+	}
+	mustUnlock(t, lc)
+	lc2 := mustAcquireMember(t, s, "c")
+	if lc2.Fence() <= lc.Fence() {
+		t.Errorf("fence %d after %d", lc2.Fence(), lc.Fence())
+	}
+	mustUnlock(t, lc2)
+
+	// A member removed and added again gets fences above its old ones.
+	if err := s.Remove(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	lc3 := mustAcquireMember(t, s, "c")
+	if lc3.Fence() <= lc2.Fence() {
+		t.Errorf("fence %d after re-adding, not above %d", lc3.Fence(), lc2.Fence())
+	}
+	mustUnlock(t, lc3)
+
+	// Removing the last member leaves no key behind.
+	if err := s.Remove(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if ks, err := rdb.Keys(ctx, "*").Result(); err != nil || len(ks) != 0 {
+		t.Errorf("keys left after the set was emptied: %q, %v", ks, err)
+	}
+}
+
+// TestSetLostOnFlush: the set vanishes under a holder; Do's context is
+// cancelled with cause ErrLost, within the TTL.
+func TestSetLostOnFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 900 * time.Millisecond
+	s := c.MutexSet("flush", dlock.WithTTL(ttl))
+	if err := s.Add(ctx, "m1", "m2"); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	err := s.Do(ctx, func(ctx context.Context, member string) error {
+		got = member
+		flushed := time.Now()
+		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
+				t.Errorf("cause = %v, want ErrLost", cause)
+			}
+			if d := time.Since(flushed); d > ttl {
+				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
+			}
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("Do's context not cancelled after the set vanished")
+		}
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want the release's ErrLost", err)
+	}
+	if got != "m1" {
+		t.Errorf("Do ran with member %q, want m1", got)
+	}
+}
+
+func TestSetDo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("do")
+	if err := s.Add(ctx, "only"); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := s.Do(ctx, func(ctx context.Context, member string) error {
+		if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("TryAcquire inside Do: %v, want ErrNotAcquired", err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Do = %v, want fn's error", err)
+	}
+	l, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("member not released by Do: %v", err)
+	}
+	mustUnlock(t, l)
+}
+
+func TestSetBadInput(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	long := strings.Repeat("x", keys.MaxName+1)
+	for name, s := range map[string]*dlock.MutexSet{
+		"empty name":     c.MutexSet(""),
+		"over-long name": c.MutexSet(long),
+		"zero TTL":       c.MutexSet("s", dlock.WithTTL(0)),
+		"nil client":     dlock.New(nil).MutexSet("s"),
+	} {
+		checks := map[string]error{}
+		checks["Add"] = s.Add(ctx, "m")
+		checks["Remove"] = s.Remove(ctx, "m")
+		_, checks["TryAcquire"] = s.TryAcquire(ctx)
+		_, checks["Acquire"] = s.Acquire(ctx)
+		_, checks["TryAcquireMember"] = s.TryAcquireMember(ctx, "m")
+		_, checks["AcquireMember"] = s.AcquireMember(ctx, "m")
+		_, checks["Members"] = s.Members(ctx)
+		_, checks["Status"] = s.Status(ctx)
+		checks["Do"] = s.Do(ctx, func(context.Context, string) error { return nil })
+		for call, err := range checks {
+			if !errors.Is(err, dlock.ErrInvalid) {
+				t.Errorf("%s: %s: %v, want ErrInvalid", name, call, err)
+			}
+		}
+	}
+
+	s := c.MutexSet("s")
+	for name, err := range map[string]error{
+		"Add()":                  s.Add(ctx),
+		"Add(\"\")":              s.Add(ctx, ""),
+		"Add(over-long)":         s.Add(ctx, long),
+		"Add(ok, \"\")":          s.Add(ctx, "ok", ""),
+		"Remove()":               s.Remove(ctx),
+		"Remove(\"\")":           s.Remove(ctx, ""),
+		"TryAcquireMember(\"\")": func() error { _, err := s.TryAcquireMember(ctx, ""); return err }(),
+		"AcquireMember(long)":    func() error { _, err := s.AcquireMember(ctx, long); return err }(),
+	} {
+		if !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("bad calls wrote %d keys (%v); want none", n, err)
+	}
+	// Any bytes make a member.
+	odd := []string{"{tag}", "a}b{", "nul\x00byte", "ünï ✓", strings.Repeat("n", keys.MaxName)}
+	if err := s.Add(ctx, odd...); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range odd {
+		l, err := s.TryAcquireMember(ctx, m)
+		if err != nil {
+			t.Errorf("TryAcquireMember(%q): %v", m, err)
+			continue
+		}
+		if l.Name() != m {
+			t.Errorf("lease name %q, want %q", l.Name(), m)
+		}
+		mustUnlock(t, l)
+	}
+}
+
+func TestSetStatus(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("summary", dlock.WithTTL(time.Minute))
+	if err := s.Add(ctx, "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Members != 3 || st.Free != 3 || st.Held || st.TTL != 0 || st.Fence != 0 {
+		t.Fatalf("status of a new set: %+v", st)
+	}
+	short, err := c.MutexSet("summary", dlock.WithTTL(20*time.Second)).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Members != 3 || st.Free != 1 || !st.Held || st.TTL <= 15*time.Second || st.TTL > 20*time.Second || st.Fence != long.Fence() {
+		t.Fatalf("status with two held: %+v; want the 20s lease's TTL and fence %d", st, long.Fence())
+	}
+	mustUnlock(t, short, long)
+	st, err = s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Free != 3 || st.Held || st.Fence != long.Fence() {
+		t.Fatalf("status after release: %+v", st)
+	}
+
+	// A lease that never expires shows a TTL of -1.
+	forever, err := c.MutexSet("summary", dlock.WithNoExpiry()).TryAcquireMember(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = s.Status(ctx); err != nil || !st.Held || st.TTL != -1 || st.Free != 2 {
+		t.Errorf("status with a lease that never expires: %+v, %v; want TTL -1", st, err)
+	}
+	ms, err := s.Members(ctx)
+	if err != nil || len(ms) != 3 || !ms[1].Held || ms[1].TTL != -1 || ms[1].Fence != forever.Fence() {
+		t.Errorf("Members with a lease that never expires: %+v, %v", ms, err)
+	}
+	mustUnlock(t, forever)
+}
+
+func TestSetRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, cnt := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("rt")
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, acquire := range []func() (*dlock.Lease, error){
+		func() (*dlock.Lease, error) { return s.TryAcquire(ctx) },
+		func() (*dlock.Lease, error) { return s.TryAcquireMember(ctx, "b") },
+	} {
+		warm, err := acquire() // the first run of each script pays a NOSCRIPT fallback
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustUnlock(t, warm)
+		before := cnt.Load()
+		l, err := acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustUnlock(t, l)
+		if n := cnt.Load() - before; n != 2 {
+			t.Errorf("acquire+Unlock sent %d commands, want 2", n)
+		}
+	}
+}
+
+func TestSetStallTimeout(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("stuck", dlock.WithTTL(time.Minute))
+	if err := s.Add(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	h := mustAcquireMember(t, s, "a")
+	defer h.Unlock(ctx)
+	const stall = 300 * time.Millisecond
+	for name, acquire := range map[string]func(*dlock.MutexSet) error{
+		"any":   func(s *dlock.MutexSet) error { _, err := s.Acquire(ctx); return err },
+		"named": func(s *dlock.MutexSet) error { _, err := s.AcquireMember(ctx, "a"); return err },
+	} {
+		start := time.Now()
+		err := acquire(c.MutexSet("stuck", dlock.WithStallTimeout(stall)))
+		if !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%s: %v, want a stall ErrNotAcquired", name, err)
+		}
+		if d := time.Since(start); d < stall || d > stall+2*time.Second {
+			t.Errorf("%s: gave up after %v; stall timeout %v", name, d, stall)
+		}
+	}
+}
+
+// A retried acquire script must find the member its token already took,
+// not take a second one.
+func TestSetRetriedAcquireIsIdempotent(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h := &dupHook{}
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	defer c.Close()
+	ctx := t.Context()
+	s := c.MutexSet("retry", dlock.WithTTL(time.Minute))
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := s.TryAcquire(ctx) // load the script
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, warm)
+	h.armed.Store(true)
+	l, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if h.armed.Load() {
+		t.Fatal("the hook did not run the script twice")
+	}
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Free != 1 {
+		t.Errorf("%d of 2 members free after one TryAcquire sent twice; want 1", st.Free)
+	}
+}
+
+// TestSetRenewal: auto-renewal keeps a member many TTLs long.
+func TestSetRenewal(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	s := c.MutexSet("renew", dlock.WithTTL(300*time.Millisecond))
+	if err := s.Add(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquireMember(t, s, "a")
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if _, err := s.Acquire(wctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Acquire = %v; want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("renewed lease reported lost")
+	default:
+	}
+	mustUnlock(t, l)
+}
+
+// TestSetCluster runs MutexSets on a 3+3 Redis Cluster: exclusion under
+// contention, and waiters woken through sharded pub/sub on sets whose
+// names hash to every master.
+func TestSetCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	rdb := cl.Client(t)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+
+	t.Run("exclusion", func(t *testing.T) {
+		members := []string{"m1", "m2", "m3"}
+		if err := c.MutexSet("cluster-set").Add(ctx, members...); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		u := newSetUse()
+		errs := make([]error, 8)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = contendSet(cctx, c.MutexSet("cluster-set", dlock.WithTTL(5*time.Second)).Acquire, dir, time.Millisecond, u)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		checkSetUse(t, u, members)
+	})
+
+	t.Run("wake on every shard", func(t *testing.T) {
+		for i := range 9 {
+			s := c.MutexSet(fmt.Sprintf("cluster-set-wake-%d", i), dlock.WithTTL(30*time.Second))
+			if err := s.Add(ctx, "only"); err != nil {
+				t.Fatal(err)
+			}
+			h, err := s.TryAcquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				l, err := s.Acquire(wctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			time.Sleep(50 * time.Millisecond)
+			mustUnlock(t, h)
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("waiter on set %d not woken by the release", i)
+			}
+		}
+	})
+}
+
+// BenchmarkMutexSetTryAcquireUnlock takes and releases the least recently
+// used member of sets of growing size: the cost must stay flat (O(log n)),
+// two round trips per op. redis-µs/op is the time Redis spent in the two
+// scripts, from INFO commandstats: the part that depends on the set's
+// size, without the network and client noise.
+func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, n := range []int{10, 10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			c, rdb, cnt := newClient(b, srv)
+			ctx := context.Background()
+			s := c.MutexSet(fmt.Sprintf("bench-%d", n))
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("member-%07d", i)
+			}
+			if err := s.Add(ctx, names...); err != nil {
+				b.Fatal(err)
+			}
+			warm, err := s.TryAcquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := warm.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			usec := scriptMicros(b, rdb)
+			before := cnt.Load()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				l, err := s.TryAcquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cnt.Load()-before)/float64(b.N), "rt/op")
+			b.ReportMetric(float64(scriptMicros(b, rdb)-usec)/float64(b.N), "redis-µs/op")
+		})
+	}
+}
+
+// scriptMicros returns the microseconds Redis has spent running EVALSHA.
+func scriptMicros(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	b.Fatal("no cmdstat_evalsha in INFO commandstats")
+	return 0
+}
