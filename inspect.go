@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -21,8 +22,8 @@ type inspectable interface {
 	holderKeys() (keys, channels []string)
 }
 
-// lockKinds are the kinds of lock that Inspect, List and ForceUnlock know.
-var lockKinds = []string{keys.KindMutex, keys.KindFair, keys.KindRW}
+// lockKinds are the kinds of lock that Inspect and List know.
+var lockKinds = []string{keys.KindMutex, keys.KindFair, keys.KindRW, keys.KindSet}
 
 // kindOf returns the primitive of the given kind called name, or nil for
 // an unknown kind.
@@ -34,13 +35,16 @@ func (c *Client) kindOf(kind, name string) inspectable {
 		return c.FairMutex(name)
 	case keys.KindRW:
 		return c.RWMutex(name)
+	case keys.KindSet:
+		return c.MutexSet(name)
 	}
 	return nil
 }
 
 // Inspect returns the status of every kind of lock called name (mutex,
-// fair, rw) that Redis has state for: held, waited for, or remembering a
-// fence. It returns none for a name no one has used lately.
+// fair, rw, set) that Redis has state for: held, waited for, remembering
+// a fence, or having members. It returns none for a name no one has used
+// lately.
 func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
 	if _, err := c.lockKeys(keys.KindMutex, name); err != nil {
 		return nil, err
@@ -51,7 +55,7 @@ func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
 		if err != nil {
 			return nil, err
 		}
-		if st.Held || st.Fence != 0 || len(st.Waiters) > 0 || len(st.Readers) > 0 || st.WriterWaiting {
+		if st.Held || st.Fence != 0 || len(st.Waiters) > 0 || len(st.Readers) > 0 || st.WriterWaiting || st.Members > 0 {
 			out = append(out, st)
 		}
 	}
@@ -132,7 +136,8 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 // lock whose holder is gone but whose lease does not expire (WithNoExpiry)
 // or is too long to wait for. Holders find out at their next renewal
 // (Lost() closes). It returns the statuses of the locks it freed, as they
-// were just before.
+// were just before. MutexSet members are freed one at a time, with
+// MutexSet.ForceRelease.
 func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error) {
 	before, err := c.Inspect(ctx, name)
 	if err != nil {
@@ -140,7 +145,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 	}
 	var freed []Status
 	for _, st := range before {
-		if !st.Held {
+		if !st.Held || st.Kind == keys.KindSet {
 			continue
 		}
 		p := c.kindOf(st.Kind, name)
@@ -170,7 +175,42 @@ func (f *FairMutex) holderKeys() ([]string, []string) {
 	return []string{f.keys.Key()}, []string{f.keys.Channel()}
 }
 
+func (s *MutexSet) holderKeys() ([]string, []string) {
+	return nil, nil // see ForceRelease
+}
+
 func (rw *RWMutex) holderKeys() ([]string, []string) {
 	return []string{rw.keys.Key(), rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")},
 		[]string{rw.readersChannel(), rw.writersChannel()}
+}
+
+// ForceRelease frees member from whoever holds it, as its holder's Unlock
+// would, and wakes a waiter: an operator's tool. The holder finds out at
+// its next renewal. It returns the member's status just before; Held false
+// means there was nothing to free. An unknown member is ErrNoMember.
+func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatus, error) {
+	if err := s.checkMember(member); err != nil {
+		return MemberStatus{}, err
+	}
+	members, err := s.Members(ctx)
+	if err != nil {
+		return MemberStatus{}, err
+	}
+	for _, ms := range members {
+		if ms.Name != member {
+			continue
+		}
+		if !ms.Held {
+			return ms, nil
+		}
+		tok, err := s.c.rdb.HGet(ctx, s.kl[3], member).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
+		}
+		if _, err := (setMember{s, member}).release(ctx, tok); err != nil {
+			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
+		}
+		return ms, nil
+	}
+	return MemberStatus{}, fmt.Errorf("%w: %q in set %q", ErrNoMember, member, s.name)
 }

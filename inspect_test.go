@@ -101,3 +101,40 @@ func TestInspectListForceUnlock(t *testing.T) {
 		t.Fatal("read share survived ForceUnlock")
 	}
 }
+
+func TestInspectSetAndForceRelease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	pool := c.MutexSet("pool", dlock.WithNoExpiry())
+	if err := pool.Add(ctx, "dev-1", "dev-2"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := pool.AcquireMember(ctx, "dev-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts, err := c.Inspect(ctx, "pool")
+	if err != nil || len(sts) != 1 || sts[0].Kind != "set" || sts[0].Members != 2 || sts[0].Free != 1 {
+		t.Fatalf("Inspect(pool) = %+v, %v", sts, err)
+	}
+	if all, err := c.List(ctx, ""); err != nil || len(all) != 1 || all[0].Kind != "set" {
+		t.Fatalf("List = %+v, %v", all, err)
+	}
+	if _, err := pool.ForceRelease(ctx, "nope"); !errors.Is(err, dlock.ErrNoMember) {
+		t.Fatalf("ForceRelease(nope): %v, want ErrNoMember", err)
+	}
+	ms, err := pool.ForceRelease(ctx, "dev-2")
+	if err != nil || !ms.Held || ms.Fence != l.Fence() {
+		t.Fatalf("ForceRelease(dev-2) = %+v, %v", ms, err)
+	}
+	if held, _ := l.Held(ctx); held {
+		t.Fatal("member still held after ForceRelease")
+	}
+	if again, err := pool.TryAcquireMember(ctx, "dev-2"); err != nil {
+		t.Fatalf("member not free after ForceRelease: %v", err)
+	} else {
+		again.Unlock(ctx)
+	}
+}
