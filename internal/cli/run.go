@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/go-dlock/dlock"
+)
+
+// holdOpts are the flags shared by `run` and `set run`.
+type holdOpts struct {
+	nonblock  bool
+	timeout   time.Duration
+	ttl       time.Duration
+	metadata  string
+	conflict  int
+	killAfter time.Duration
+}
+
+func (o *holdOpts) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVarP(&o.nonblock, "nonblock", "n", false, "fail at once if the lock is held")
+	f.DurationVarP(&o.timeout, "timeout", "w", 0, "give up waiting after this long (e.g. 30s; 0 waits for ever)")
+	f.DurationVar(&o.ttl, "ttl", dlock.DefaultTTL, "lease TTL; the lease is renewed every TTL/3 while the command runs")
+	f.StringVar(&o.metadata, "metadata", defaultMetadata(), "who holds the lock, shown by `dlock status`")
+	f.IntVarP(&o.conflict, "conflict-exit-code", "E", ExitConflict, "exit status when the lock is not obtained")
+	f.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after a lost lease, SIGKILL the command this long after SIGTERM")
+	// Flags end at the lock's name, as with flock(1): what follows is the
+	// command's.
+	f.SetInterspersed(false)
+}
+
+func (o *holdOpts) check() error {
+	switch {
+	case o.nonblock && o.timeout > 0:
+		return usage("--nonblock and --timeout exclude each other")
+	case o.timeout < 0:
+		return usage("--timeout must not be negative")
+	case o.ttl < dlock.MinTTL:
+		return usage("--ttl must be at least %v", dlock.MinTTL)
+	case o.killAfter < 0:
+		return usage("--kill-after must not be negative")
+	case o.conflict < 0 || o.conflict > 255:
+		return usage("--conflict-exit-code must be 0 to 255")
+	}
+	return nil
+}
+
+func (o *holdOpts) lockOptions() []dlock.LockOption {
+	return []dlock.LockOption{dlock.WithTTL(o.ttl), dlock.WithMetadata(o.metadata)}
+}
+
+// splitCommand splits NAME [--] COMMAND [ARGS...]. Flags stop at NAME, so
+// a "--" after it arrives here.
+func splitCommand(args []string) (name string, argv []string, ok bool) {
+	if len(args) < 2 {
+		return "", nil, false
+	}
+	name, argv = args[0], args[1:]
+	if argv[0] == "--" {
+		argv = argv[1:]
+	}
+	return name, argv, len(argv) > 0
+}
+
+func defaultMetadata() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+func (e *env) runCmd() *cobra.Command {
+	var o holdOpts
+	var shared, fair bool
+	cmd := &cobra.Command{
+		Use:   "run [flags] NAME [--] COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock, like flock(1) across machines",
+		Long: `run takes the lock NAME, runs COMMAND with its standard input and output,
+renews the lock while COMMAND runs, releases it when COMMAND exits, and
+exits with COMMAND's status. COMMAND sees DLOCK_NAME and DLOCK_FENCE (the
+lease's fencing token) in its environment.
+
+If the lock is not obtained (-n, -w, or the lock is held and renewed by
+someone else), run exits with the --conflict-exit-code (default 1). If the
+lease is lost while COMMAND runs (Redis unreachable or the lock removed),
+COMMAND gets SIGTERM, then SIGKILL after --kill-after, and run exits 75.
+SIGINT, SIGTERM and SIGHUP sent to run are passed on to COMMAND; the lock
+is released after COMMAND exits. Usage errors exit 2.
+
+Flags go before NAME; everything after NAME is the command.`,
+		Example: `  dlock run nightly-report -- ./report.sh
+  dlock run -n cron:cleanup -- ./cleanup.sh      # skip if another host runs it
+  dlock run -w 30s --fair deploy -- ./deploy.sh
+  dlock run -s catalog -- ./read-catalog.sh      # shared (read) lock`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			if shared && fair {
+				return usage("--shared and --fair exclude each other")
+			}
+			name, argv, ok := splitCommand(args)
+			if !ok {
+				return usage("usage: dlock run [flags] NAME -- COMMAND [ARGS...]")
+			}
+			c, done, err := e.connect()
+			if err != nil {
+				return err
+			}
+			defer done()
+			var l dlock.Locker
+			switch {
+			case shared:
+				l = c.RWMutex(name, o.lockOptions()...).RLocker()
+			case fair:
+				l = c.FairMutex(name, o.lockOptions()...)
+			default:
+				l = c.Mutex(name, o.lockOptions()...)
+			}
+			return e.hold(cmd.Context(), &o, printable(name), func(ctx context.Context) (*dlock.Lease, error) {
+				if o.nonblock {
+					return l.TryLock(ctx)
+				}
+				return l.Lock(ctx)
+			}, argv, func(*dlock.Lease) []string { return []string{"DLOCK_NAME=" + name} })
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().BoolVarP(&shared, "shared", "s", false, "take a shared (read) lock: many shared holders, no exclusive one")
+	cmd.Flags().BoolVar(&fair, "fair", false, "wait in line: holders in arrival order")
+	return cmd
+}
+
+// hold acquires a lease with acquire, runs argv while holding it, with
+// DLOCK_FENCE and envFor's variables in its environment, and returns the
+// exit the command line should have.
+func (e *env) hold(ctx context.Context, o *holdOpts, what string,
+	acquire func(context.Context) (*dlock.Lease, error), argv []string, envFor func(*dlock.Lease) []string) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	lease, sig, err := waitFor(ctx, o, acquire, sigs)
+	if sig != nil {
+		return &ExitError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted while waiting for %s", what)}
+	}
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		return &ExitError{Code: o.conflict, Err: fmt.Errorf("%s: not obtained: %w", what, err)}
+	}
+	if err != nil {
+		return failed(err)
+	}
+
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = e.stdin, e.stdout, e.stderr
+	child.Env = append(os.Environ(), envFor(lease)...)
+	child.Env = append(child.Env, "DLOCK_FENCE="+strconv.FormatUint(lease.Fence(), 10))
+	if err := child.Start(); err != nil {
+		e.unlock(lease)
+		return &ExitError{Code: 127, Err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	var (
+		lost bool
+		kill <-chan time.Time
+		werr error
+	)
+supervise:
+	for {
+		select {
+		case werr = <-exited:
+			break supervise
+		case s := <-sigs:
+			_ = child.Process.Signal(s)
+		case <-lease.Lost():
+			if !lost {
+				lost = true
+				fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", what, argv[0], o.killAfter)
+				_ = child.Process.Signal(syscall.SIGTERM)
+				kill = time.After(o.killAfter)
+			}
+		case <-kill:
+			_ = child.Process.Kill()
+		}
+	}
+	uerr := e.unlock(lease)
+	if lost {
+		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lost the lock %s while the command ran; it was stopped", what)}
+	}
+	if code := exitStatus(werr); code != 0 {
+		return &ExitError{Code: code}
+	}
+	if uerr != nil {
+		return &ExitError{Code: 1, Err: uerr}
+	}
+	return nil
+}
+
+// waitFor acquires, giving up on -w's timeout or on a signal.
+func waitFor(ctx context.Context, o *holdOpts, acquire func(context.Context) (*dlock.Lease, error),
+	sigs <-chan os.Signal) (*dlock.Lease, os.Signal, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	type result struct {
+		l   *dlock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := acquire(ctx)
+		got <- result{l, err}
+	}()
+	select {
+	case r := <-got:
+		return r.l, nil, r.err
+	case s := <-sigs:
+		cancel()
+		if r := <-got; r.err == nil {
+			// Taken just as the signal came: give it back.
+			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer ucancel()
+			_ = r.l.Unlock(uctx)
+		}
+		return nil, s, nil
+	}
+}
+
+func (e *env) unlock(l *dlock.Lease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Unlock(ctx); err != nil {
+		return fmt.Errorf("releasing %s: %w", l.Name(), err)
+	}
+	return nil
+}
+
+// exitStatus returns a shell's view of how a command ended: its exit
+// status, or 128 + the signal that killed it.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 1
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}

@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/go-dlock/dlock"
+)
+
+func (e *env) statusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show who holds a lock, for how long, and who waits",
+		Long: `status shows every kind of lock called NAME that Redis has state for
+(mutex, fair, rw, set): the holder's metadata, the time left on its lease,
+its fencing token, and the waiters, readers or members. A name with no
+state is free.`,
+		Args: exactArgs(1, "usage: dlock status [--json] NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := e.connect()
+			if err != nil {
+				return err
+			}
+			defer done()
+			sts, err := c.Inspect(cmd.Context(), args[0])
+			if err != nil {
+				return failed(err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, sts)
+			}
+			if len(sts) == 0 {
+				fmt.Fprintf(e.stdout, "%s: free (no state in Redis)\n", args[0])
+				return nil
+			}
+			writeTable(e.stdout, sts)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (e *env) listCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [PATTERN]",
+		Short: "List the locks in Redis, optionally those whose name matches PATTERN",
+		Long: `list walks Redis with SCAN (never KEYS) and shows every lock under the
+prefix whose name matches PATTERN (shell glob syntax: *, ?, [...]).`,
+		Args: rangeArgs(0, 1, "usage: dlock list [--json] [PATTERN]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pattern := ""
+			if len(args) == 1 {
+				pattern = args[0]
+			}
+			c, done, err := e.connect()
+			if err != nil {
+				return err
+			}
+			defer done()
+			sts, err := c.List(cmd.Context(), pattern)
+			if err != nil {
+				return failed(err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, sts)
+			}
+			writeTable(e.stdout, sts)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// jsonStatus is the --json form of a lock's status.
+type jsonStatus struct {
+	Name          string       `json:"name"`
+	Kind          string       `json:"kind"`
+	Held          bool         `json:"held"`
+	Holder        string       `json:"holder,omitempty"`
+	TTLMillis     *int64       `json:"ttl_ms,omitempty"` // -1: never expires
+	Since         *time.Time   `json:"since,omitempty"`
+	Fence         uint64       `json:"fence"`
+	Waiters       []jsonHolder `json:"waiters,omitempty"`
+	Readers       []jsonHolder `json:"readers,omitempty"`
+	WriterWaiting bool         `json:"writer_waiting,omitempty"`
+	Members       *int         `json:"members,omitempty"`
+	Free          *int         `json:"free,omitempty"`
+}
+
+type jsonHolder struct {
+	Metadata  string    `json:"metadata"`
+	Since     time.Time `json:"since"`
+	TTLMillis *int64    `json:"ttl_ms,omitempty"`
+	Fence     uint64    `json:"fence,omitempty"`
+}
+
+func toJSON(st dlock.Status) jsonStatus {
+	j := jsonStatus{Name: st.Name, Kind: st.Kind, Held: st.Held, Holder: st.Metadata, Fence: st.Fence, WriterWaiting: st.WriterWaiting}
+	if st.TTL != 0 {
+		j.TTLMillis = millis(st.TTL)
+	}
+	if !st.Since.IsZero() {
+		j.Since = &st.Since
+	}
+	for _, w := range st.Waiters {
+		j.Waiters = append(j.Waiters, jsonHolder{Metadata: w.Metadata, Since: w.Since})
+	}
+	for _, r := range st.Readers {
+		j.Readers = append(j.Readers, jsonHolder{Metadata: r.Metadata, Since: r.Since, TTLMillis: millis(r.TTL), Fence: r.Fence})
+	}
+	if st.Kind == "set" {
+		j.Members, j.Free = &st.Members, &st.Free
+	}
+	return j
+}
+
+func millis(d time.Duration) *int64 {
+	ms := d.Milliseconds()
+	if d < 0 {
+		ms = -1
+	}
+	return &ms
+}
+
+func writeJSON(w io.Writer, sts []dlock.Status) error {
+	out := make([]jsonStatus, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, toJSON(st))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// writeTable prints statuses as an aligned table.
+func writeTable(w io.Writer, sts []dlock.Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tHOLDER\tTTL\tFENCE\tWAITING")
+	for _, st := range sts {
+		state := "free"
+		if st.Held {
+			state = "held"
+		}
+		holder, ttl := "-", "-"
+		if st.Held && st.Metadata != "" {
+			holder = st.Metadata
+		}
+		if st.Held && st.TTL != 0 {
+			ttl = formatTTL(st.TTL)
+		}
+		fence := "-"
+		if st.Fence != 0 {
+			fence = strconv.FormatUint(st.Fence, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(st.Name), st.Kind, state, printable(holder), ttl, fence, waiting(st))
+	}
+	tw.Flush()
+}
+
+// waiting summarises who else is in the lock: queued waiters, readers,
+// a waiting writer, free members.
+func waiting(st dlock.Status) string {
+	var parts []string
+	switch st.Kind {
+	case "fair":
+		parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
+	case "rw":
+		parts = append(parts, fmt.Sprintf("%d readers", len(st.Readers)))
+		if st.WriterWaiting {
+			parts = append(parts, "writer waiting")
+		}
+	case "set":
+		parts = append(parts, fmt.Sprintf("%d/%d free", st.Free, st.Members))
+	default:
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func formatTTL(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// printable quotes names that would garble a table (spaces, control
+// bytes, invalid UTF-8).
+func printable(s string) string {
+	if s == "" {
+		return `""`
+	}
+	q := strconv.Quote(s)
+	if q[1:len(q)-1] == s && !strings.ContainsAny(s, " \t") {
+		return s
+	}
+	return q
+}
+
+func exactArgs(n int, msg string) cobra.PositionalArgs {
+	return rangeArgs(n, n, msg)
+}
+
+func rangeArgs(lo, hi int, msg string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usage("%s", msg)
+		}
+		return nil
+	}
+}
