@@ -1,0 +1,315 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/cli"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// binary is the dlock command built once for the tests that spawn it.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dlock-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "dlock")
+	out, err := exec.Command("go", "build", "-o", binary, "github.com/go-dlock/dlock/cmd/dlock").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building dlock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// dl runs the command line in process against srv and returns its exit
+// code, stdout and stderr.
+func dl(t *testing.T, srv *redistest.Server, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args = append([]string{"--redis", "redis://" + srv.Addr()}, args...)
+	err := cli.Run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return cli.ExitCode(err), out.String(), errb.String()
+}
+
+// spawn starts the dlock binary against srv.
+func spawn(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "DLOCK_REDIS=redis://"+srv.Addr())
+	return cmd
+}
+
+func exitOf(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestRunExitStatuses(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if code, _, _ := dl(t, srv, "run", "job", "--", "sh", "-c", "exit 3"); code != 3 {
+		t.Errorf("command's status 3 came out as %d", code)
+	}
+	if code, out, _ := dl(t, srv, "run", "job", "--", "sh", "-c", "echo $DLOCK_NAME $DLOCK_FENCE"); code != 0 || !strings.HasPrefix(out, "job ") || len(strings.Fields(out)) != 2 {
+		t.Errorf("run printed %q (exit %d); want the name and the fence", out, code)
+	}
+
+	// Hold the lock from a spawned dlock, then contend in process.
+	holder := spawn(t, srv, "run", "--metadata", "holder-1", "job", "--", "sleep", "3")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Wait()
+	defer holder.Process.Kill()
+	waitHeld(t, srv, "job")
+	if code, _, errOut := dl(t, srv, "run", "-n", "job", "--", "true"); code != 1 || !strings.Contains(errOut, "not obtained") {
+		t.Errorf("-n on a held lock: exit %d, stderr %q; want 1 and a message", code, errOut)
+	}
+	if code, _, _ := dl(t, srv, "run", "-n", "-E", "7", "job", "--", "true"); code != 7 {
+		t.Errorf("-n -E 7 on a held lock: exit %d, want 7", code)
+	}
+	start := time.Now()
+	if code, _, _ := dl(t, srv, "run", "-w", "200ms", "job", "--", "true"); code != 1 {
+		t.Errorf("-w 200ms on a held lock: exit %d, want 1", code)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("-w 200ms gave up after %v", d)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, args := range [][]string{
+		{"run"},
+		{"run", "name-only"},
+		{"run", "name", "--"},
+		{"run", "-n", "-w", "1s", "x", "--", "true"},
+		{"run", "--ttl", "0s", "x", "--", "true"},
+		{"run", "-s", "--fair", "x", "--", "true"},
+		{"run", "--bogus", "x", "--", "true"},
+		{"--redis", "notaurl", "status", "x"},
+		{"status"},
+		{"unlock", "x"},
+		{"set", "add", "pool"},
+		{"list", "[bad"},
+		{"run", "", "--", "true"},
+	} {
+		if code, _, errOut := dl(t, srv, args...); code != 2 || !strings.HasPrefix(errOut, "dlock: ") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		}
+	}
+	if code, _, errOut := dl(t, srv, "run", "x", "--", "/no/such/program"); code != 127 || errOut == "" {
+		t.Errorf("missing program: exit %d, stderr %q; want 127", code, errOut)
+	}
+}
+
+// waitHeld waits until some lock called name is held.
+func waitHeld(t *testing.T, srv *redistest.Server, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		_, out, _ := dl(t, srv, "status", "--json", name)
+		if strings.Contains(out, `"held": true`) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never held", name)
+}
+
+// TestRunNeverOverlaps: 4 dlock processes run a critical section guarded
+// by a noclobber marker file, which fails if two are inside at once.
+func TestRunNeverOverlaps(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	script := `set -C; for i in 1 2 3 4 5; do :; done
+: > "$1/marker" || exit 99
+echo "$DLOCK_FENCE" >> "$1/fences"
+sleep 0.05
+rm "$1/marker"`
+	var wg sync.WaitGroup
+	codes := make([]int, 4)
+	outs := make([][]byte, 4)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				out, err := spawn(t, srv, "run", "shared-job", "--", "sh", "-c", script, "sh", dir).CombinedOutput()
+				if code := exitOf(err); code != 0 {
+					codes[i], outs[i] = code, out
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != 0 {
+			t.Errorf("contender %d exited %d (99 = overlap): %s", i, code, outs[i])
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "fences"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences := strings.Fields(string(data))
+	if len(fences) != 20 {
+		t.Fatalf("%d critical sections ran, want 20", len(fences))
+	}
+	for i := 1; i < len(fences); i++ {
+		if len(fences[i]) < len(fences[i-1]) || (len(fences[i]) == len(fences[i-1]) && fences[i] <= fences[i-1]) {
+			t.Fatalf("fence %s after %s", fences[i], fences[i-1])
+		}
+	}
+}
+
+// TestLostLockStopsCommand: the lock's keys vanish while `sleep 30` runs;
+// dlock stops it and exits 75 within the TTL plus the kill grace.
+func TestLostLockStopsCommand(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	cmd := spawn(t, srv, "run", "--ttl", "1s", "--kill-after", "500ms", "doomed", "--", "sleep", "30")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, srv, "doomed")
+	flushed := time.Now()
+	rdb.FlushAll(context.Background())
+	err := cmd.Wait()
+	if d := time.Since(flushed); d > time.Second+500*time.Millisecond+time.Second {
+		t.Errorf("dlock exited %v after the flush; want within TTL + kill-after", d)
+	}
+	if code := exitOf(err); code != cli.ExitLost {
+		t.Errorf("exit %d, want %d; stderr %s", code, cli.ExitLost, errb.String())
+	}
+	if !strings.Contains(errb.String(), "lost") {
+		t.Errorf("stderr %q does not say the lease was lost", errb.String())
+	}
+}
+
+func TestStatusListUnlock(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	holder := spawn(t, srv, "run", "--metadata", "web-1:99", "--ttl", "30s", "deploy", "--", "sleep", "30")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Wait()
+	defer holder.Process.Kill()
+	waitHeld(t, srv, "deploy")
+	dl(t, srv, "set", "add", "pool", "a", "b")
+
+	code, out, _ := dl(t, srv, "status", "--json", "deploy")
+	var sts []map[string]any
+	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 1 {
+		t.Fatalf("status --json: exit %d, %v: %s", code, err, out)
+	}
+	st := sts[0]
+	if st["held"] != true || st["holder"] != "web-1:99" || st["kind"] != "mutex" {
+		t.Errorf("status --json = %v", st)
+	}
+	if ttl, _ := st["ttl_ms"].(float64); ttl <= 0 || ttl > 30000 {
+		t.Errorf("ttl_ms = %v", st["ttl_ms"])
+	}
+	if fence, _ := st["fence"].(float64); fence <= 0 {
+		t.Errorf("fence = %v", st["fence"])
+	}
+	if code, out, _ := dl(t, srv, "status", "deploy"); code != 0 || !strings.Contains(out, "web-1:99") || !strings.Contains(out, "HOLDER") {
+		t.Errorf("status table: %q", out)
+	}
+	if code, out, _ := dl(t, srv, "status", "nothing-here"); code != 0 || !strings.Contains(out, "free") {
+		t.Errorf("status of an unused name: %q", out)
+	}
+
+	code, out, _ = dl(t, srv, "list")
+	if code != 0 || !strings.Contains(out, "deploy") || !strings.Contains(out, "pool") || !strings.Contains(out, "2/2 free") {
+		t.Errorf("list:\n%s", out)
+	}
+	code, out, _ = dl(t, srv, "list", "--json", "po*")
+	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 1 || sts[0]["kind"] != "set" {
+		t.Errorf("list --json po*: %s", out)
+	}
+
+	code, out, _ = dl(t, srv, "unlock", "--force", "deploy")
+	if code != 0 || !strings.Contains(out, "removed mutex deploy held by web-1:99") {
+		t.Errorf("unlock --force: exit %d: %q", code, out)
+	}
+	if code, _, _ := dl(t, srv, "run", "-n", "deploy", "--", "true"); code != 0 {
+		t.Errorf("lock still held after unlock --force (exit %d)", code)
+	}
+}
+
+// TestSetRun: 6 concurrent jobs on a set of 3: at most 3 at once, each
+// member used by one job at a time (a marker file per member).
+func TestSetRun(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if code, _, errOut := dl(t, srv, "set", "add", "devs", "d1", "d2", "d3"); code != 0 {
+		t.Fatalf("set add: %d %s", code, errOut)
+	}
+	dir := t.TempDir()
+	script := `set -C
+: > "$1/$DLOCK_MEMBER" || exit 99
+n=$(ls "$1" | wc -l); [ "$n" -le 3 ] || exit 98
+echo "$DLOCK_MEMBER" >> "$1.log"
+sleep 0.2
+rm "$1/$DLOCK_MEMBER"`
+	var wg sync.WaitGroup
+	codes := make([]int, 6)
+	outs := make([][]byte, 6)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := spawn(t, srv, "set", "run", "devs", "--", "sh", "-c", script, "sh", dir).CombinedOutput()
+			codes[i], outs[i] = exitOf(err), out
+		}()
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != 0 {
+			t.Errorf("job %d exited %d (99: member held twice, 98: over 3 at once): %s", i, code, outs[i])
+		}
+	}
+	data, _ := os.ReadFile(dir + ".log")
+	used := map[string]int{}
+	for _, m := range strings.Fields(string(data)) {
+		used[m]++
+	}
+	if len(used) != 3 || used["d1"]+used["d2"]+used["d3"] != 6 {
+		t.Errorf("members used: %v; want d1, d2, d3, 6 jobs in all", used)
+	}
+	if code, _, errOut := dl(t, srv, "set", "run", "empty-set", "--", "true"); code != 1 || !strings.Contains(errOut, "no members") {
+		t.Errorf("set run on an empty set: exit %d, %q", code, errOut)
+	}
+	if code, out, _ := dl(t, srv, "set", "list", "devs"); code != 0 || strings.Count(out, "free") != 3 {
+		t.Errorf("set list:\n%s", out)
+	}
+}
