@@ -145,7 +145,7 @@ func TestRunNeverOverlaps(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	dir := t.TempDir()
-	script := `set -C; for i in 1 2 3 4 5; do :; done
+	script := `set -C
 : > "$1/marker" || exit 99
 echo "$DLOCK_FENCE" >> "$1/fences"
 sleep 0.05
