@@ -156,7 +156,11 @@ func (e *env) hold(ctx context.Context, o *holdOpts, what string,
 		return &ExitError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted while waiting for %s", what)}
 	}
 	if errors.Is(err, dlock.ErrNotAcquired) {
-		return &ExitError{Code: o.conflict, Err: fmt.Errorf("%s: not obtained: %w", what, err)}
+		msg := fmt.Sprintf("%s is held by another process; not obtained", what)
+		if errors.Is(err, context.DeadlineExceeded) {
+			msg = fmt.Sprintf("%s still held after %v; gave up", what, o.timeout)
+		}
+		return &ExitError{Code: o.conflict, Err: errors.New(msg)}
 	}
 	if err != nil {
 		return failed(err)
