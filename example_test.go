@@ -206,3 +206,26 @@ func ExampleMutexSet_Do() {
 	// training on gpu-0
 	// err: <nil>
 }
+
+func ExampleFairMutex() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// Lock joins a queue kept in Redis: callers on every machine get the
+	// lock in the order they asked for it, and a release wakes only the
+	// next one in line.
+	deploys := locks.FairMutex("deploy", dlock.WithMetadata("pipeline-42"))
+	lease, err := deploys.Lock(ctx)
+	if err != nil {
+		fmt.Println("not locked:", err)
+		return
+	}
+	defer lease.Unlock(ctx)
+
+	st, _ := deploys.Status(ctx)
+	fmt.Println("held by", st.Metadata+",", len(st.Waiters), "waiting")
+	// Output: held by pipeline-42, 0 waiting
+}
