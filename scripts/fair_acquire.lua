@@ -31,13 +31,7 @@ if not held and (head == nil or head == tok) then
     redis.call('ZREM', KEYS[4], tok)
     redis.call('HDEL', KEYS[5], tok)
   end
-  local fence = issue_fence(KEYS[2], now)
-  redis.call('HSET', KEYS[1], 'tok', tok, 'fence', int(fence), 'meta', ARGV[3], 'since', int(now_ms))
-  local ttl = tonumber(ARGV[2])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-  end
-  return {1, fence}
+  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], tonumber(ARGV[2]), now)}
 end
 local live = tonumber(ARGV[5])
 if ARGV[4] == '1' then

@@ -26,6 +26,19 @@ local function issue_fence(fence_key, now)
   return fence
 end
 
+-- take_owner makes tok the holder recorded in an owner hash (Mutex,
+-- FairMutex, an RWMutex's writer): {tok, fence, meta, since}, expiring
+-- after ttl_ms (0: never). It issues and returns the lease's fence.
+local function take_owner(owner, fence_key, tok, meta, ttl_ms, now)
+  local fence = issue_fence(fence_key, now)
+  redis.call('HSET', owner, 'tok', tok, 'fence', int(fence), 'meta', meta,
+    'since', int(math.floor(now / 1000)))
+  if ttl_ms > 0 then
+    redis.call('PEXPIRE', owner, ttl_ms)
+  end
+  return fence
+end
+
 -- prune_waiters drops queued waiters whose liveness deadline (score in the
 -- alive set, ms) has passed: a waiter that died is skipped after its
 -- liveness timeout, not after a lock TTL. At most 100 per call, to bound

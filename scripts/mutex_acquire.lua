@@ -13,12 +13,4 @@ if held[1] == ARGV[1] then
 elseif held[1] then
   return {0, redis.call('PTTL', KEYS[1]), tonumber(held[2])}
 end
-local now = now_us()
-local fence = issue_fence(KEYS[2], now)
-redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'fence', int(fence), 'meta', ARGV[3],
-  'since', int(math.floor(now / 1000)))
-local ttl = tonumber(ARGV[2])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-end
-return {1, fence}
+return {1, take_owner(KEYS[1], KEYS[2], ARGV[1], ARGV[3], tonumber(ARGV[2]), now_us())}

@@ -26,13 +26,7 @@ end
 local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if not w[1] and not oldest[1] then
   redis.call('ZREM', KEYS[6], tok)
-  local fence = issue_fence(KEYS[2], now)
-  redis.call('HSET', KEYS[1], 'tok', tok, 'fence', int(fence), 'meta', ARGV[3], 'since', int(now_ms))
-  local ttl = tonumber(ARGV[2])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-  end
-  return {1, fence}
+  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], tonumber(ARGV[2]), now)}
 end
 local live = tonumber(ARGV[4])
 if live > 0 then
