@@ -2,30 +2,19 @@ package dlock
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/go-dlock/dlock/internal/keys"
-)
-
-// Waiter liveness of a FairMutex. A queued waiter renews its place every
-// fairHeartbeat; one that has not done so for fairLiveness (it died, or
-// cannot reach Redis) is dropped from the queue, so a dead waiter delays
-// the ones behind it by at most fairLiveness, never by a lock TTL.
-const (
-	fairHeartbeat = time.Second
-	fairLiveness  = 3 * time.Second
 )
 
 // FairMutex is a mutual exclusion lock that serves waiters in the order
 // they arrived at Redis (first come, first served), across all clients.
 //
-// Why FIFO: with a plain Mutex, the holder that just unlocked, or the
-// waiter nearest to Redis, can win again and again while others starve.
-// Here Lock joins a queue kept in Redis, ordered by Redis itself (not by
-// client clocks), and a release wakes exactly the first live waiter in it,
-// not every waiter, so a handoff costs a message and a try however many
-// wait.
+// Why FIFO: with a lock that newcomers may take, the holder that just
+// unlocked, or the caller nearest to Redis, can win again and again while
+// others wait. Here Lock joins a queue kept in Redis, ordered by Redis
+// itself (not by client clocks), a free lock goes only to the first in
+// line, and a release wakes exactly that waiter, not every waiter, so a
+// handoff costs a message and a try however many wait.
 //
 // Limits of the order: it is the order in which Lock calls reached Redis.
 // A waiter that dies, or whose heartbeat (every second) cannot reach Redis
@@ -36,14 +25,7 @@ const (
 //
 // TryLock never jumps the queue: it succeeds only when the lock is free
 // and nobody waits.
-type FairMutex struct {
-	owner
-	c    *Client
-	name string
-	cfg  lockConfig
-	keys keys.Lock
-	err  error
-}
+type FairMutex struct{ queued }
 
 var _ Locker = (*FairMutex)(nil)
 
@@ -51,22 +33,13 @@ var _ Locker = (*FairMutex)(nil)
 // separate from the Mutex of the same name. Invalid names or options do
 // not panic: every call then fails with ErrInvalid.
 func (c *Client) FairMutex(name string, opts ...LockOption) *FairMutex {
-	f := &FairMutex{c: c, name: name, cfg: newLockConfig(opts)}
-	f.keys, f.err = c.lockKeys(keys.KindFair, name)
-	if f.err == nil {
-		f.err = f.cfg.err
-	}
-	f.owner = owner{rdb: c.rdb, key: f.keys.Key()}
-	return f
+	return &FairMutex{newQueued(c, keys.KindFair, "fair mutex", name, 0, opts)}
 }
 
 // TryLock takes the lock if it is free and no one is queued for it, in one
 // round trip. Otherwise it returns ErrNotAcquired and changes nothing.
 func (f *FairMutex) TryLock(ctx context.Context) (*Lease, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	return f.c.acquire(ctx, f.acquisition(false), false)
+	return f.acquire(ctx, false)
 }
 
 // Lock joins the queue and waits for its turn. It returns an error
@@ -74,10 +47,7 @@ func (f *FairMutex) TryLock(ctx context.Context) (*Lease, error) {
 // matching ErrNotAcquired when WithStallTimeout ran out; either way the
 // caller has left the queue.
 func (f *FairMutex) Lock(ctx context.Context) (*Lease, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	return f.c.acquire(ctx, f.acquisition(true), true)
+	return f.acquire(ctx, true)
 }
 
 // Do locks, runs fn, and unlocks, as Mutex.Do does.
@@ -87,61 +57,5 @@ func (f *FairMutex) Do(ctx context.Context, fn func(ctx context.Context) error) 
 
 // Status reports the holder and the live waiters in queue order.
 func (f *FairMutex) Status(ctx context.Context) (Status, error) {
-	if f.err != nil {
-		return Status{}, f.err
-	}
-	v, err := fairStatus.Run(ctx, f.c.rdb, f.keyList()).Slice()
-	if err != nil {
-		return Status{}, fmt.Errorf("dlock: status of fair mutex %q: %w", f.name, err)
-	}
-	if len(v) < 6 {
-		return Status{}, fmt.Errorf("dlock: status of fair mutex %q: unexpected reply %v", f.name, v)
-	}
-	st := ownerStatus(f.name, keys.KindFair, v)
-	q, _ := v[5].([]any)
-	for i := 0; i+1 < len(q); i += 2 {
-		meta, _ := q[i].(string)
-		st.Waiters = append(st.Waiters, Waiter{Metadata: meta, Since: time.UnixMilli(toInt(q[i+1]))})
-	}
-	return st, nil
-}
-
-func (f *FairMutex) keyList() []string {
-	return []string{f.keys.Key(), f.keys.Part("fence"), f.keys.Part("queue"), f.keys.Part("alive"), f.keys.Part("wmeta")}
-}
-
-func (f *FairMutex) acquisition(queue bool) *acquisition {
-	enqueue := 0
-	if queue {
-		enqueue = 1
-	}
-	return &acquisition{
-		kind:      "fair mutex",
-		name:      f.name,
-		cfg:       f.cfg,
-		channel:   f.keys.Channel(),
-		heartbeat: fairHeartbeat,
-		try: func(ctx context.Context, tok string) (attempt, error) {
-			v, err := fairAcquire.Run(ctx, f.c.rdb, f.keyList(),
-				tok, millis(f.cfg.ttl), f.cfg.metadata, enqueue, millis(fairLiveness)).Slice()
-			if err != nil {
-				return attempt{}, err
-			}
-			return parseAttempt(v)
-		},
-		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(f.name, tok, r.fence, f, f.cfg, sent)
-		},
-		leave: func(ctx context.Context, tok string) {
-			err := fairLeave.Run(ctx, f.c.rdb, f.keyList(), tok, f.c.hub.PublishCommand(), f.keys.Channel()).Err()
-			if err != nil {
-				f.c.log.Warn("dlock: leaving the queue failed; the place lapses with its heartbeat",
-					"lock", f.name, "err", err)
-			}
-		},
-	}
-}
-
-func (f *FairMutex) release(ctx context.Context, tok string) (bool, error) {
-	return fairRelease.Run(ctx, f.c.rdb, f.keyList(), tok, f.c.hub.PublishCommand(), f.keys.Channel()).Bool()
+	return f.status(ctx, keys.KindFair)
 }

@@ -167,14 +167,6 @@ func anys(ss []string) []any {
 	return out
 }
 
-func (m *Mutex) holderKeys() ([]string, []string) {
-	return []string{m.keys.Key()}, []string{m.keys.Channel()}
-}
-
-func (f *FairMutex) holderKeys() ([]string, []string) {
-	return []string{f.keys.Key()}, []string{f.keys.Channel()}
-}
-
 func (s *MutexSet) holderKeys() ([]string, []string) {
 	return nil, nil // see ForceRelease
 }

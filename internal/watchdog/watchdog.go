@@ -52,10 +52,12 @@ type Watchdog struct {
 }
 
 // Margin is how long before the bound of the server-side expiry the
-// watchdog declares a lease lost: a tenth of the TTL, at most one second.
-// It absorbs the holder's own scheduling delays.
+// watchdog declares a lease lost: a tenth of the TTL, but at least a
+// quarter of it up to 50ms (so that short leases survive the timer delays
+// of a loaded machine), and at most one second. It absorbs the holder's
+// own scheduling delays.
 func Margin(ttl time.Duration) time.Duration {
-	return min(ttl/10, time.Second)
+	return min(max(ttl/10, min(ttl/4, 50*time.Millisecond)), time.Second)
 }
 
 // Deadline is when a lease set to ttl by a request sent at sent is declared

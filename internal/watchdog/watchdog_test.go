@@ -110,7 +110,9 @@ func result(t *testing.T, c <-chan error, d time.Duration) error {
 func TestMarginAndDeadline(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ ttl, want time.Duration }{
-		{300 * time.Millisecond, 30 * time.Millisecond},
+		{100 * time.Millisecond, 25 * time.Millisecond},
+		{300 * time.Millisecond, 50 * time.Millisecond},
+		{time.Second, 100 * time.Millisecond},
 		{5 * time.Second, 500 * time.Millisecond},
 		{10 * time.Second, time.Second},
 		{time.Minute, time.Second},

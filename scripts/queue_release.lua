@@ -1,5 +1,6 @@
--- fair_release.lua: release the fair mutex if the token holds it, and wake
--- the first live waiter, and only it.
+-- queue_release.lua: release an exclusive lock with a queue of waiters
+-- (FairMutex, Mutex) if the token holds it, and wake the first live
+-- waiter, and only it.
 -- KEYS[1]  the owner hash
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata (KEYS[2] unused)
 -- ARGV[1]  token of the lease

@@ -1,4 +1,5 @@
--- fair_status.lua: describe the fair mutex and its queue without changing it.
+-- queue_status.lua: describe an exclusive lock with a queue of waiters
+-- (FairMutex, Mutex) without changing it.
 -- KEYS[1]  the owner hash
 -- KEYS[2]  the last fence
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata

@@ -1,4 +1,4 @@
--- fair_leave.lua: take a waiter that gives up out of the queue at once.
+-- queue_leave.lua: take a waiter that gives up out of the queue at once.
 -- If it was first and the lock is free, wake the waiter now first.
 -- KEYS[1]  the owner hash
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata (KEYS[2] unused)

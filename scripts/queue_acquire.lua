@@ -1,6 +1,9 @@
--- fair_acquire.lua: take the fair mutex if it is free and the caller is
--- first in line; otherwise (when asked) queue the caller, or renew its
--- place. Waiting order is arrival order at Redis; dead waiters are pruned.
+-- queue_acquire.lua: take an exclusive lock with a queue of waiters
+-- (FairMutex, Mutex) if it is free and the caller may have it: it is first
+-- in line, or the line is empty, or (a Mutex) the first waiter has not yet
+-- waited starve_us, so a newcomer may barge in as with sync.Mutex.
+-- Otherwise (when asked) queue the caller, or renew its place. Waiting
+-- order is arrival order at Redis; dead waiters are pruned.
 -- KEYS[1]  the owner hash {tok, fence, meta, since}, expiring with the lease
 -- KEYS[2]  the last fence
 -- KEYS[3]  the queue: zset token -> arrival order (strictly rising)
@@ -11,6 +14,8 @@
 -- ARGV[3]  metadata
 -- ARGV[4]  1 to join the queue when not granted (Lock), 0 not to (TryLock)
 -- ARGV[5]  waiter liveness timeout in ms
+-- ARGV[6]  starve_us: how long the first waiter may wait before newcomers
+--          must queue behind it; 0 = at once (FairMutex)
 -- Returns  {1, fence} when taken (also when this token already holds it:
 --          go-redis may send a script again after a lost reply);
 --          {0, ms until it is worth trying again unasked (-1: only when
@@ -25,8 +30,14 @@ if holder[1] == tok then
 end
 local held = holder[2]
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-if not held and (head == nil or head == tok) then
+local barge = false
+if not held and head and head ~= tok then
+  local starve = tonumber(ARGV[6])
+  barge = starve > 0 and now - tonumber(redis.call('ZSCORE', KEYS[3], head)) < starve
+end
+if not held and (head == nil or head == tok or barge) then
   if head then
+    -- Leave the line if in it (a waiter that barged, or was first).
     redis.call('ZREM', KEYS[3], tok)
     redis.call('ZREM', KEYS[4], tok)
     redis.call('HDEL', KEYS[5], tok)
