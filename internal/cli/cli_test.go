@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/cli"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
@@ -248,9 +249,21 @@ func TestStatusListUnlock(t *testing.T) {
 		t.Errorf("status of an unused name: %q", out)
 	}
 
+	// A lock of every other kind, through the library.
+	rdb := srv.Client(t)
+	c := dlock.New(rdb)
+	defer c.Close()
+	if _, err := c.FairMutex("queue-job", dlock.WithTTL(30*time.Second)).Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RWMutex("catalog", dlock.WithTTL(30*time.Second)).RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	code, out, _ = dl(t, srv, "list")
-	if code != 0 || !strings.Contains(out, "deploy") || !strings.Contains(out, "pool") || !strings.Contains(out, "2/2 free") {
-		t.Errorf("list:\n%s", out)
+	for _, want := range []string{"deploy", "mutex", "pool", "set", "2/2 free", "queue-job", "fair", "catalog", "rw", "1 readers"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
 	}
 	code, out, _ = dl(t, srv, "list", "--json", "po*")
 	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 1 || sts[0]["kind"] != "set" {
