@@ -450,12 +450,12 @@ func TestRenewalKeepsLease(t *testing.T) {
 	srv := redistest.Start(t)
 	c, _, _ := newClient(t, srv)
 	ctx := t.Context()
-	m := c.Mutex("renew", dlock.WithTTL(300*time.Millisecond))
+	m := c.Mutex("renew", dlock.WithTTL(time.Second))
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if _, err := m.Lock(tctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second Lock = %v; want ErrNotAcquired and DeadlineExceeded", err)
@@ -475,14 +475,14 @@ func TestManualRefresh(t *testing.T) {
 	srv := redistest.Start(t)
 	c, rdb, _ := newClient(t, srv)
 	ctx := t.Context()
-	m := c.Mutex("manual", dlock.WithTTL(400*time.Millisecond), dlock.WithAutoRefresh(false))
+	m := c.Mutex("manual", dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
-		time.Sleep(200 * time.Millisecond)
-		if err := l.Refresh(ctx, 400*time.Millisecond); err != nil {
+		time.Sleep(400 * time.Millisecond)
+		if err := l.Refresh(ctx, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -946,12 +946,12 @@ func TestSetRenewal(t *testing.T) {
 	srv := redistest.Start(t)
 	c, _, _ := newClient(t, srv)
 	ctx := t.Context()
-	s := c.MutexSet("renew", dlock.WithTTL(300*time.Millisecond))
+	s := c.MutexSet("renew", dlock.WithTTL(time.Second))
 	if err := s.Add(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	l := mustAcquireMember(t, s, "a")
-	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if _, err := s.Acquire(wctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second Acquire = %v; want ErrNotAcquired and DeadlineExceeded", err)
