@@ -170,6 +170,7 @@ func (e *env) hold(ctx context.Context, o *holdOpts, what string,
 	child.Stdin, child.Stdout, child.Stderr = e.stdin, e.stdout, e.stderr
 	child.Env = append(os.Environ(), envFor(lease)...)
 	child.Env = append(child.Env, "DLOCK_FENCE="+strconv.FormatUint(lease.Fence(), 10))
+	g := newGroup(child, e.stdin)
 	if err := child.Start(); err != nil {
 		e.unlock(lease)
 		return &ExitError{Code: 127, Err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
@@ -188,18 +189,25 @@ supervise:
 		case werr = <-exited:
 			break supervise
 		case s := <-sigs:
-			_ = child.Process.Signal(s)
+			g.forward(s.(syscall.Signal))
 		case <-lease.Lost():
+			select {
+			case werr = <-exited: // it finished in time after all
+				break supervise
+			default:
+			}
 			if !lost {
 				lost = true
 				fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", what, argv[0], o.killAfter)
-				_ = child.Process.Signal(syscall.SIGTERM)
+				g.signal(syscall.SIGTERM)
 				kill = time.After(o.killAfter)
 			}
 		case <-kill:
-			_ = child.Process.Kill()
+			g.signal(syscall.SIGKILL)
 		}
 	}
+	// Nothing the command started may outlive the lock.
+	g.stopRest(o.killAfter)
 	uerr := e.unlock(lease)
 	if lost {
 		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lost the lock %s while the command ran; it was stopped", what)}

@@ -173,7 +173,7 @@ func writeTable(w io.Writer, sts []dlock.Status) {
 func waiting(st dlock.Status) string {
 	var parts []string
 	switch st.Kind {
-	case "fair":
+	case "mutex", "fair":
 		parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
 	case "rw":
 		parts = append(parts, fmt.Sprintf("%d readers", len(st.Readers)))
