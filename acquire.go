@@ -39,7 +39,8 @@ type acquisition struct {
 	try func(ctx context.Context, token string) (attempt, error)
 	// grant makes the lease of a successful try sent at sent.
 	grant func(token string, r attempt, sent time.Time) *Lease
-	// leave, if set, withdraws a waiter that gives up (a queue entry).
+	// leave, if set, withdraws a caller that gives up: its queue entry,
+	// and a lease its try took though the reply was lost.
 	leave func(ctx context.Context, token string)
 	// heartbeat, if set, is the longest a waiter may go without a try:
 	// its tries keep its place in a queue alive.
@@ -70,6 +71,8 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 		}
 		switch {
 		case err != nil:
+			// The try may have been applied though its reply was lost.
+			a.giveUp(tok)
 			return nil, a.failed(ctx, err)
 		case r.ok:
 			return a.grant(tok, r, sent), nil
@@ -127,7 +130,8 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 		switch {
 		case err == nil:
 			backoff = 0
-			if r.holder != holder {
+			// 0 is "free, but another waiter is first": not a new holder.
+			if r.holder != 0 && r.holder != holder {
 				holder, stallClock = r.holder, time.Now()
 			}
 			if a.cfg.stall > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -78,7 +79,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 	var mu sync.Mutex
 	found := map[lock]bool{}
 	scan := func(ctx context.Context, rdb redis.UniversalClient) error {
-		it := rdb.Scan(ctx, 0, c.prefix+":{*", 1000).Iterator()
+		it := rdb.Scan(ctx, 0, globEscaper.Replace(c.prefix)+":{*", 1000).Iterator()
 		for it.Next(ctx) {
 			kind, name, ok := keys.Parse(c.prefix, it.Val())
 			if !ok {
@@ -150,14 +151,27 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 		}
 		p := c.kindOf(st.Kind, name)
 		ks, chans := p.holderKeys()
-		args := append([]any{c.hub.PublishCommand()}, anys(chans)...)
-		if err := forceUnlock.Run(ctx, c.rdb, ks, args...).Err(); err != nil {
+		// Remove the holder seen, not one that came since: an owner hash
+		// must still hold the fence looked at. (An RWMutex held by
+		// readers alone has no owner hash; its readers all go.)
+		expect := ""
+		if !st.Since.IsZero() {
+			expect = strconv.FormatUint(st.Fence, 10)
+		}
+		args := append([]any{c.hub.PublishCommand(), expect}, anys(chans)...)
+		n, err := forceUnlock.Run(ctx, c.rdb, ks, args...).Int()
+		if err != nil {
 			return freed, fmt.Errorf("dlock: force unlock %s %q: %w", st.Kind, name, err)
 		}
-		freed = append(freed, st)
+		if n >= 0 {
+			freed = append(freed, st)
+		}
 	}
 	return freed, nil
 }
+
+// globEscaper quotes the characters SCAN MATCH would read as a pattern.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 func anys(ss []string) []any {
 	out := make([]any, len(ss))
@@ -199,8 +213,13 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
 		}
-		if _, err := (setMember{s, member}).release(ctx, tok); err != nil {
+		ok, err := (setMember{s, member}).release(ctx, tok)
+		if err != nil {
 			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
+		}
+		if !ok {
+			// Released, or taken by someone else, since we looked.
+			return MemberStatus{Name: member}, nil
 		}
 		return ms, nil
 	}

@@ -1,11 +1,17 @@
--- force_unlock.lua: remove a lock's holders for an operator, whoever they
--- are, and wake every waiter. Fence keys are kept, so fences keep rising.
--- KEYS     the keys that record the lock's holders
+-- force_unlock.lua: remove a lock's holders for an operator, and wake
+-- every waiter. Fence keys are kept, so fences keep rising. The holder is
+-- checked first: if the lock changed hands since the operator looked,
+-- nothing is removed.
+-- KEYS[1]  the lock's owner hash; KEYS[2…] other keys that record holders
 -- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[2…] the lock's release channels; each gets 'all'
--- Returns  the number of keys removed
+-- ARGV[2]  the fence the owner hash must hold, or '' to remove it anyway
+-- ARGV[3…] the lock's release channels; each gets 'all'
+-- Returns  the number of keys removed; -1 when the holder changed
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'fence') ~= ARGV[2] then
+  return -1
+end
 local n = redis.call('DEL', unpack(KEYS))
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   redis.call(ARGV[1], ARGV[i], 'all')
 end
 return n

@@ -1,16 +1,24 @@
--- queue_leave.lua: take a waiter that gives up out of the queue at once.
--- If it was first and the lock is free, wake the waiter now first.
+-- queue_leave.lua: withdraw a caller that gives up: out of the queue at
+-- once, and if a try of its own took the lock though its reply was lost
+-- (the caller saw an error and will never unlock), release that too. If
+-- the lock is then free, wake the waiter now first.
 -- KEYS[1]  the owner hash
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata (KEYS[2] unused)
--- ARGV[1]  token of the waiter
+-- ARGV[1]  token of the caller
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the release channel
--- Returns  1 when the waiter was queued, else 0.
-local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1] == ARGV[1]
-local removed = redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('HDEL', KEYS[5], ARGV[1])
-if first and redis.call('EXISTS', KEYS[1]) == 0 then
+-- Returns  1 when the caller was queued or held the lock, else 0.
+local tok = ARGV[1]
+local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1] == tok
+local removed = redis.call('ZREM', KEYS[3], tok)
+redis.call('ZREM', KEYS[4], tok)
+redis.call('HDEL', KEYS[5], tok)
+local held = redis.call('HGET', KEYS[1], 'tok') == tok
+if held then
+  redis.call('DEL', KEYS[1])
+  removed = 1
+end
+if (first or held) and redis.call('EXISTS', KEYS[1]) == 0 then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head then
     redis.call(ARGV[2], ARGV[3], head)
