@@ -45,6 +45,10 @@ type acquisition struct {
 	// heartbeat, if set, is the longest a waiter may go without a try:
 	// its tries keep its place in a queue alive.
 	heartbeat time.Duration
+	// patient makes Lock wait out a transient failure of its first try
+	// too (Redlock: a majority of nodes may be back soon), not only of
+	// later ones.
+	patient bool
 }
 
 // acquire takes the lock: once if !block, else waiting until it is
@@ -58,13 +62,19 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	var w *notify.Waiter
+	var w waiter
 	if block {
 		// Listening already: then this try is the waiter's first.
-		w = c.hub.Join(a.channel, tok)
+		w = c.listen.join(a.channel, tok)
 	}
 	sent := time.Now()
 	r, err := a.try(ctx, tok)
+	var trouble error
+	if block && err != nil && a.patient && ctx.Err() == nil && transient(err) {
+		// Wait as for a holder whose lease is about to run out: the loop
+		// tries again soon, backing off while the failure lasts.
+		trouble, err = err, nil
+	}
 	if err != nil || r.ok || !block {
 		if w != nil {
 			w.Close()
@@ -81,27 +91,29 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 	}
 	retry := w == nil
 	if retry {
-		w, err = c.hub.Subscribe(ctx, a.channel, tok)
+		w, err = c.listen.subscribe(ctx, a.channel, tok)
 		if err != nil {
 			a.giveUp(tok)
 			if errors.Is(err, notify.ErrClosed) {
 				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
-			return nil, a.failed(ctx, err)
+			return nil, a.failedAfter(ctx, err, trouble)
 		}
 	}
-	return c.wait(ctx, a, w, tok, r, retry)
+	return c.wait(ctx, a, w, tok, r, retry, trouble)
 }
 
 // wait is the blocking part of acquire, entered with the subscription
 // confirmed after a failed try whose reply is r. If the subscription came
 // after that try (retry), a release may have been missed in between, so it
 // tries again at once. It closes w, or the waiter that replaced it.
-func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok string, r attempt, retry bool) (*Lease, error) {
+func (c *Client) wait(ctx context.Context, a *acquisition, w waiter, tok string, r attempt, retry bool, trouble error) (*Lease, error) {
 	defer func() { w.Close() }()
 	holder, stallClock := r.holder, time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// trouble is the error of the last try when it failed, reported if
+	// ctx ends before a try succeeds again.
 	var backoff time.Duration
 	// woken is set while this waiter owes a try to a wake-up it consumed;
 	// if it gives up instead, the wake-up goes to another local waiter.
@@ -129,7 +141,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 		next := time.Duration(-1) // when to try again unasked; <0: only when woken
 		switch {
 		case err == nil:
-			backoff = 0
+			backoff, trouble = 0, nil
 			// 0 is "free, but another waiter is first": not a new holder.
 			if r.holder != 0 && r.holder != holder {
 				holder, stallClock = r.holder, time.Now()
@@ -150,7 +162,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			}
 		case ctx.Err() == nil && transient(err):
 			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			next = backoff
+			next, trouble = backoff, err
 			c.log.Debug("dlock: try failed while waiting; retrying", "lock", a.name, "err", err, "in", backoff)
 		default:
 			return quit(a.failed(ctx, err))
@@ -166,7 +178,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 			woken = true
 		case <-expiry:
 		case <-ctx.Done():
-			return quit(a.failed(ctx, ctx.Err()))
+			return quit(a.failedAfter(ctx, ctx.Err(), trouble))
 		case <-w.Done():
 			return quit(fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed))
 		}
@@ -179,7 +191,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, w *notify.Waiter, tok
 		if w.Detached() {
 			// The hub gave this subscription up (its cluster shard moved):
 			// subscribe again. Until that works, expiry wake-ups remain.
-			nw, err := c.hub.Subscribe(ctx, a.channel, tok)
+			nw, err := c.listen.subscribe(ctx, a.channel, tok)
 			switch {
 			case err == nil:
 				w.Close()
@@ -200,6 +212,15 @@ func (a *acquisition) failed(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: waiting for %s %q: %w", ErrNotAcquired, a.kind, a.name, ctxErr)
 	}
 	return fmt.Errorf("dlock: %s %q: %w", a.kind, a.name, err)
+}
+
+// failedAfter is failed, telling what went wrong with the last try, if
+// anything: why ctx could end before the lock was had.
+func (a *acquisition) failedAfter(ctx context.Context, err, trouble error) error {
+	if trouble == nil {
+		return a.failed(ctx, err)
+	}
+	return fmt.Errorf("%w (last try: %v)", a.failed(ctx, err), trouble)
 }
 
 // giveUp withdraws a waiter that stops waiting, with its own short

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -19,40 +20,67 @@ type Client struct {
 	prefix string
 	log    *slog.Logger
 	hub    *notify.Hub
-	err    error // a bad option or argument, returned by every call
+	listen listener // registers waiters: on hub, or on every node's
+	nodes  []*node  // a Redlock client's masters; nil otherwise
+	err    error    // a bad option or argument, returned by every call
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
 // not panic: every call of the client then fails with ErrInvalid. Close
 // the Client when done; rdb stays open and remains the caller's.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	cfg := clientConfig{prefix: DefaultPrefix, log: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newClientConfig(opts)
 	c := &Client{rdb: rdb, prefix: cfg.prefix, log: cfg.log, err: cfg.err}
 	if rdb == nil {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalid)
 		return c
 	}
 	c.hub = notify.New(rdb, cfg.log)
+	c.listen = hubListener{c.hub}
 	return c
+}
+
+func newClientConfig(opts []Option) clientConfig {
+	cfg := clientConfig{prefix: DefaultPrefix, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
 }
 
 // Close stops the client's shared subscription. Waiters still blocked in
 // Lock return an error; leases already held stay valid until unlocked or
 // expired. It leaves the Redis client open.
 func (c *Client) Close() error {
-	if c.hub == nil {
-		return nil
+	var errs []error
+	if c.hub != nil {
+		errs = append(errs, c.hub.Close())
 	}
-	return c.hub.Close()
+	for _, n := range c.nodes {
+		errs = append(errs, n.hub.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// oneDeployment fails, with ErrUnsupported, on a Redlock client: what
+// needs one Redis deployment (every primitive but Mutex, the operator
+// tools) cannot run over independent masters.
+func (c *Client) oneDeployment(what string) error {
+	if c.nodes != nil {
+		return fmt.Errorf("%w: %s needs one Redis deployment; a Redlock client offers Mutex only", ErrUnsupported, what)
+	}
+	return nil
 }
 
 // lockKeys checks a lock's name and returns its key space.
 func (c *Client) lockKeys(kind, name string) (keys.Lock, error) {
 	if c.err != nil {
 		return keys.Lock{}, c.err
+	}
+	if kind != keys.KindMutex {
+		if err := c.oneDeployment(kindNames[kind]); err != nil {
+			return keys.Lock{}, err
+		}
 	}
 	if err := keys.CheckName(name); err != nil {
 		return keys.Lock{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -67,4 +95,9 @@ func newLockConfig(opts []LockOption) lockConfig {
 		o(&cfg)
 	}
 	return cfg
+}
+
+// kindNames name the kinds of lock in messages.
+var kindNames = map[string]string{
+	keys.KindMutex: "Mutex", keys.KindFair: "FairMutex", keys.KindRW: "RWMutex", keys.KindSet: "MutexSet",
 }

@@ -205,17 +205,19 @@ func runHelper(mode string) int {
 		return 2
 	}
 	goroutines, _ := strconv.Atoi(os.Getenv("DLOCK_TEST_GOROUTINES"))
-	mk := lockers[os.Getenv("DLOCK_TEST_KIND")]
+	kind := os.Getenv("DLOCK_TEST_KIND")
+	mk := lockers[kind]
+	if kind == "redlock" {
+		mk = lockers["mutex"]
+	}
 	log, err := os.OpenFile(os.Getenv("DLOCK_TEST_LOG"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer log.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("DLOCK_TEST_ADDR")})
-	defer rdb.Close()
-	c := dlock.New(rdb)
-	defer c.Close()
+	c, closeClient := helperClient(kind)
+	defer closeClient()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 

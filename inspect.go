@@ -50,6 +50,9 @@ func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
 	if _, err := c.lockKeys(keys.KindMutex, name); err != nil {
 		return nil, err
 	}
+	if err := c.oneDeployment("Inspect"); err != nil {
+		return nil, err
+	}
 	var out []Status
 	for _, kind := range lockKinds {
 		st, err := c.kindOf(kind, name).Status(ctx)
@@ -71,6 +74,9 @@ func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
 func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 	if c.err != nil {
 		return nil, c.err
+	}
+	if err := c.oneDeployment("List"); err != nil {
+		return nil, err
 	}
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("%w: pattern %q: %w", ErrInvalid, pattern, err)

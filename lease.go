@@ -63,8 +63,20 @@ func newLease(name, token string, fence uint64, ops leaseOps, cfg lockConfig, se
 		Gone:   func(err error) bool { return errors.Is(err, errGone) },
 		OnLost: l.markLost,
 	}
-	l.wd = watchdog.Start(l.wdc, watchdog.Deadline(sent, cfg.ttl))
+	deadline := watchdog.Deadline(sent, cfg.ttl)
+	if d, ok := ops.(drifter); ok {
+		l.wdc.Drift = d.drift
+		deadline = deadline.Add(-d.drift(cfg.ttl))
+	}
+	l.wd = watchdog.Start(l.wdc, deadline)
 	return l
+}
+
+// drifter is implemented by the lease operations of locks whose expiry
+// runs on several servers' clocks (Redlock): drift is how far those
+// clocks may run ahead of the holder's over ttl.
+type drifter interface {
+	drift(ttl time.Duration) time.Duration
 }
 
 // Name returns the lock's name; for a MutexSet lease, the member's.

@@ -20,20 +20,30 @@ import (
 // in line, so no waiter starves. A waiter that dies is dropped from the
 // line 3 seconds after its last heartbeat (every second). Use FairMutex
 // for strict arrival order.
-type Mutex struct{ queued }
+type Mutex struct {
+	queued
+	rl *redlockMutex // set on a Redlock client, which uses it instead
+}
 
 var _ Locker = (*Mutex)(nil)
 
 // Mutex returns the mutex called name. Invalid names or options do not
 // panic: every call of the Mutex then fails with ErrInvalid.
 func (c *Client) Mutex(name string, opts ...LockOption) *Mutex {
-	return &Mutex{newQueued(c, keys.KindMutex, "mutex", name, mutexStarve, opts)}
+	m := &Mutex{queued: newQueued(c, keys.KindMutex, "mutex", name, mutexStarve, opts)}
+	if c.nodes != nil {
+		m.rl = newRedlockMutex(m.queued)
+	}
+	return m
 }
 
 // TryLock takes the mutex if it is free, in one round trip. If another
 // lease holds it, or a waiter has been kept waiting for it too long,
 // TryLock returns ErrNotAcquired and changes nothing.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	if m.rl != nil {
+		return m.rl.acquire(ctx, false)
+	}
 	return m.acquire(ctx, false)
 }
 
@@ -43,6 +53,9 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // matching ErrNotAcquired when WithStallTimeout ran out; either way it
 // leaves the mutex unchanged and the caller out of its queue.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	if m.rl != nil {
+		return m.rl.acquire(ctx, true)
+	}
 	return m.acquire(ctx, true)
 }
 
@@ -56,5 +69,8 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 // Status reports who holds the mutex, for how much longer, its fence, and
 // the callers waiting for it.
 func (m *Mutex) Status(ctx context.Context) (Status, error) {
+	if m.rl != nil {
+		return m.rl.status(ctx)
+	}
 	return m.status(ctx, keys.KindMutex)
 }

@@ -30,6 +30,11 @@ var (
 )
 
 var (
+	redlockAcquire = script.MustLoad(scriptFS, "redlock_acquire.lua")
+	redlockRelease = script.MustLoad(scriptFS, "redlock_release.lua")
+)
+
+var (
 	setAdd     = script.MustLoad(scriptFS, "set_add.lua")
 	setRemove  = script.MustLoad(scriptFS, "set_remove.lua")
 	setAcquire = script.MustLoad(scriptFS, "set_acquire.lua")

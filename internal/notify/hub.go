@@ -253,6 +253,9 @@ func (w *Waiter) C() <-chan struct{} { return w.c }
 // Done is closed when the hub is closed.
 func (w *Waiter) Done() <-chan struct{} { return w.hub.ctx.Done() }
 
+// Done is closed when the hub is closed.
+func (h *Hub) Done() <-chan struct{} { return h.ctx.Done() }
+
 // Handoff wakes another waiter in this one's place: a waiter that consumed
 // a wake-up and then gives up without trying must not swallow the release.
 func (w *Waiter) Handoff() {

@@ -38,6 +38,10 @@ type Config struct {
 	// OnLost is called once, from the watchdog's goroutine, when the lease
 	// is known lost. It is not called after Stop.
 	OnLost func()
+	// Drift, if set, is how far the server's clocks may run ahead of ours
+	// over a lease of ttl; the lease is declared lost that much earlier
+	// (Redlock's clock drift allowance).
+	Drift func(ttl time.Duration) time.Duration
 }
 
 // Watchdog watches one lease. Its goroutine ends on Stop or loss.
@@ -156,7 +160,7 @@ func (w *Watchdog) run(deadline time.Time) {
 			inflight.cancel()
 			<-inflight.out
 			// Its outcome is unknown: Redis may have applied it.
-			if d := Deadline(inflight.sent, inflight.ttl); d.Before(deadline) {
+			if d := w.bound(inflight.sent, inflight.ttl); d.Before(deadline) {
 				deadline = d
 			}
 			if inflight.reply != nil {
@@ -200,7 +204,7 @@ func (w *Watchdog) run(deadline time.Time) {
 				if uncertain > 0 {
 					t = min(t, uncertain)
 				}
-				deadline, uncertain = Deadline(a.sent, t), 0
+				deadline, uncertain = w.bound(a.sent, t), 0
 				next = a.sent.Add(ttl / 3)
 			case w.cfg.Gone(err):
 				if a.reply != nil {
@@ -209,7 +213,7 @@ func (w *Watchdog) run(deadline time.Time) {
 				w.lost()
 				return
 			default:
-				if d := Deadline(a.sent, a.ttl); d.Before(deadline) {
+				if d := w.bound(a.sent, a.ttl); d.Before(deadline) {
 					deadline = d
 				}
 				if uncertain == 0 || a.ttl < uncertain {
@@ -253,4 +257,14 @@ func earlier(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// bound is the deadline of a write of ttl sent at sent: Deadline, less
+// the configured drift.
+func (w *Watchdog) bound(sent time.Time, ttl time.Duration) time.Time {
+	d := Deadline(sent, ttl)
+	if w.cfg.Drift != nil {
+		d = d.Add(-w.cfg.Drift(ttl))
+	}
+	return d
 }

@@ -1,0 +1,51 @@
+package dlock
+
+import (
+	"context"
+
+	"github.com/go-dlock/dlock/internal/notify"
+)
+
+// waiter is one blocked caller's registration for release announcements:
+// a notify.Waiter on one Redis, or, on a Redlock client, one per node.
+type waiter interface {
+	// C receives when the caller should try again.
+	C() <-chan struct{}
+	// Done is closed when the client is closed.
+	Done() <-chan struct{}
+	// Handoff passes a consumed wake-up on to another local waiter.
+	Handoff()
+	// Close unregisters the waiter.
+	Close()
+	// Detached reports that the subscription was given up and the waiter
+	// must subscribe again.
+	Detached() bool
+}
+
+// listener registers waiters on a lock's release channel.
+type listener interface {
+	// join registers a waiter without network traffic if a confirmed
+	// subscription to channel exists, and returns nil otherwise.
+	join(channel, tok string) waiter
+	// subscribe registers a waiter and returns once a release announced
+	// from now on will reach it.
+	subscribe(ctx context.Context, channel, tok string) (waiter, error)
+}
+
+// hubListener is the listener of a client on one Redis deployment.
+type hubListener struct{ hub *notify.Hub }
+
+func (l hubListener) join(channel, tok string) waiter {
+	if w := l.hub.Join(channel, tok); w != nil {
+		return w
+	}
+	return nil
+}
+
+func (l hubListener) subscribe(ctx context.Context, channel, tok string) (waiter, error) {
+	w, err := l.hub.Subscribe(ctx, channel, tok)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}

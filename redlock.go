@@ -1,0 +1,318 @@
+package dlock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/keys"
+	"github.com/go-dlock/dlock/internal/notify"
+	"github.com/go-dlock/dlock/internal/watchdog"
+)
+
+// NewRedlock returns a Client whose Mutex is held on a majority of the
+// independent Redis masters rdbs (the Redlock algorithm), so that it
+// survives the loss of a minority of them. Give it an odd number of
+// masters, 3 or 5, that share no data (not replicas of one another).
+//
+// A Lock asks every node at once, each within a timeout of a twentieth of
+// the TTL (at most a second), and holds the lock only if a majority
+// granted it while the lease still has time left: its validity is the TTL
+// less the time the votes took and an allowance for clock drift (1% of
+// the TTL plus 2ms). Otherwise it releases what it got on every node at
+// once. Renewal and Unlock act on every node and need a majority; a
+// renewal that cannot get one before the lease's validity ends closes
+// Lost(). A node that fails is left alone for a while (50ms, doubling up
+// to 2s while it keeps failing) rather than asked again on every try.
+// Waiters are woken by a release on any node, and by themselves when the
+// holder's lease runs out.
+//
+// Fences: each node issues max(last + 1, its clock in µs) and a lease's
+// fence is the highest of its majority's. Unlock raises every node's last
+// fence to the lease's, and any two majorities share a node, so a fence is
+// above that of every lease released before it, unless the node they
+// share lost its data. After a lease that expired without Unlock, or a
+// node's restart, fences still follow the nodes' clocks, but rise
+// strictly only if those clocks agree to within the time between the two
+// acquisitions. Use the fence at the protected resource as for one Redis
+// (see the README's GUARANTEES), knowing this limit.
+//
+// Only Mutex is offered: FairMutex, RWMutex and MutexSet return
+// ErrUnsupported from every method, as do Inspect, List and ForceUnlock.
+// Leases must expire: WithNoExpiry is ErrInvalid. Close leaves rdbs open.
+func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
+	cfg := newClientConfig(opts)
+	c := &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err}
+	if len(rdbs) == 0 {
+		c.err = fmt.Errorf("%w: Redlock needs at least one Redis master", ErrInvalid)
+		return c
+	}
+	hubs := make([]*notify.Hub, len(rdbs))
+	for i, rdb := range rdbs {
+		if rdb == nil {
+			c.err = fmt.Errorf("%w: Redis master %d of %d is nil", ErrInvalid, i+1, len(rdbs))
+			return c
+		}
+		hubs[i] = notify.New(rdb, cfg.log)
+		c.nodes = append(c.nodes, &node{rdb: rdb, hub: hubs[i]})
+	}
+	c.listen = &fanIn{hubs: hubs, need: len(rdbs) - quorum(len(rdbs)) + 1}
+	return c
+}
+
+// quorum is the number of nodes, out of n, that make a majority.
+func quorum(n int) int { return n/2 + 1 }
+
+// nodeTimeout is how long one node may take to answer a Redlock operation
+// on a lease of ttl: a small part of the TTL, so that a slow or paused
+// node costs a fraction of the lease, never the whole.
+func nodeTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/20, 2*time.Millisecond), time.Second)
+}
+
+// clockDrift is Redlock's allowance for the nodes' clocks running faster
+// than the holder's over ttl.
+func clockDrift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// splitPause is the longest random pause before trying again after a
+// split vote, when no lease holds a majority: callers that collided then
+// try again at different times.
+const splitPause = 20 * time.Millisecond
+
+// redlockMutex is a Mutex on a Redlock client.
+type redlockMutex struct {
+	c    *Client
+	name string
+	cfg  lockConfig
+	kl   []string // the owner hash and the last fence, on every node
+	ch   string   // the release channel
+	err  error
+}
+
+func newRedlockMutex(q queued) *redlockMutex {
+	r := &redlockMutex{c: q.c, name: q.name, cfg: q.cfg, err: q.err}
+	if r.err == nil && r.cfg.ttl == 0 {
+		r.err = fmt.Errorf("%w: a Redlock lease must expire (WithNoExpiry)", ErrInvalid)
+	}
+	r.kl = []string{q.keys.Key(), q.keys.Part("fence")}
+	r.ch = q.keys.Channel()
+	return r
+}
+
+func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.c.acquire(ctx, &acquisition{
+		kind:    "mutex",
+		name:    r.name,
+		cfg:     r.cfg,
+		channel: r.ch,
+		try:     r.try,
+		grant: func(tok string, a attempt, sent time.Time) *Lease {
+			return newLease(r.name, tok, a.fence, &redlockLease{r: r, fence: a.fence}, r.cfg, sent)
+		},
+		leave:   func(ctx context.Context, tok string) { r.releaseAll(ctx, tok, 0) },
+		patient: true,
+	}, block)
+}
+
+// try asks every node for the lock and keeps it if a majority granted it
+// in time; otherwise it gives back what it got.
+func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
+	ttl := r.cfg.ttl
+	start := time.Now()
+	id := leaseID(tok)
+	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
+		return redlockAcquire.Run(ctx, n.rdb, r.kl, tok, millis(ttl), r.cfg.metadata, id).Slice()
+	})
+	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
+	var (
+		granted int
+		fence   uint64
+		failed  []error
+		held    = map[uint64][]time.Duration{} // holder id -> its shares' time left
+	)
+	for _, rp := range replies {
+		if rp.err != nil {
+			failed = append(failed, rp.err)
+			continue
+		}
+		v := rp.val
+		switch {
+		case len(v) >= 2 && toInt(v[0]) == 1:
+			granted++
+			fence = max(fence, uint64(toInt(v[1])))
+		case len(v) >= 4:
+			holder, _ := strconv.ParseUint(fmt.Sprint(v[3]), 10, 64)
+			held[holder] = append(held[holder], ttlOf(toInt(v[1])))
+		default:
+			failed = append(failed, fmt.Errorf("%w %v", errBadReply, v))
+		}
+	}
+	valid := watchdog.Deadline(start, ttl).Add(-clockDrift(ttl))
+	if granted >= q && time.Now().Before(valid) {
+		return attempt{ok: true, fence: fence}, nil
+	}
+	if granted > 0 || len(failed) > 0 {
+		r.releaseAll(ctx, tok, 0)
+	}
+	if len(failed) > n-q {
+		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
+			len(failed), n, q, failed[0])
+	}
+	// The lease holding the most nodes holds the lock if that is a majority.
+	var holder uint64
+	var left []time.Duration
+	for id, l := range held {
+		if len(l) > len(left) {
+			holder, left = id, l
+		}
+	}
+	if len(left) >= q {
+		// The lock can be had once so many of the holder's shares ran out
+		// that the rest are no majority.
+		slices.Sort(left)
+		return attempt{wait: left[len(left)-q], holder: holder}, nil
+	}
+	// No lease has a majority: callers split the vote, or one was granted
+	// too late. Try again after a random pause, so that those who collided
+	// try at different times.
+	return attempt{wait: rand.N(splitPause)}, nil
+}
+
+// releaseAll gives back tok's share on every node, whether or not it holds
+// one, with its own deadline: the caller's context may have ended. fence,
+// if not 0, is the lease's, to raise the nodes' fences to.
+func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64) []reply[bool] {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
+	defer cancel()
+	return r.release(ctx, tok, fence)
+}
+
+func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64) []reply[bool] {
+	return fanOut(ctx, r.c.nodes, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
+		return redlockRelease.Run(ctx, n.rdb, r.kl, tok, fence, n.hub.PublishCommand(), r.ch).Bool()
+	})
+}
+
+// status combines every node's view: held when a majority has a holder.
+func (r *redlockMutex) status(ctx context.Context) (Status, error) {
+	if r.err != nil {
+		return Status{}, r.err
+	}
+	kl := []string{r.kl[0], r.kl[1], r.kl[0] + ":queue", r.kl[0] + ":alive", r.kl[0] + ":wmeta"}
+	replies := fanOut(ctx, r.c.nodes, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) ([]any, error) {
+		return queueStatus.Run(ctx, n.rdb, kl).Slice()
+	})
+	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
+	st := Status{Name: r.name, Kind: keys.KindMutex}
+	var answered, held int
+	var failed error
+	for _, rp := range replies {
+		if rp.err == nil && len(rp.val) < 5 {
+			rp.err = fmt.Errorf("%w %v", errBadReply, rp.val)
+		}
+		if rp.err != nil {
+			failed = rp.err
+			continue
+		}
+		answered++
+		s := ownerStatus(r.name, keys.KindMutex, rp.val)
+		st.Fence = max(st.Fence, s.Fence)
+		if !s.Held {
+			continue
+		}
+		held++
+		if held == 1 || s.TTL < st.TTL {
+			st.TTL = s.TTL
+		}
+		if held == 1 {
+			st.Metadata, st.Since = s.Metadata, s.Since
+		}
+	}
+	if answered < q {
+		return Status{}, fmt.Errorf("dlock: status of mutex %q: %d of %d Redis masters answered, a majority of %d must: %w",
+			r.name, answered, n, q, failed)
+	}
+	st.Held = held >= q
+	if !st.Held {
+		st.TTL, st.Metadata, st.Since = 0, "", time.Time{}
+	}
+	return st, nil
+}
+
+// redlockLease is what a Redlock lease does to the nodes.
+type redlockLease struct {
+	r     *redlockMutex
+	fence uint64
+}
+
+var _ drifter = (*redlockLease)(nil)
+
+func (l *redlockLease) drift(ttl time.Duration) time.Duration { return clockDrift(ttl) }
+
+func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
+	return tally(fanOut(ctx, l.r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) (bool, error) {
+		return ownerRefresh.Run(ctx, n.rdb, l.r.kl[:1], tok, millis(ttl)).Bool()
+	}))
+}
+
+func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
+	return tally(l.r.release(ctx, tok, l.fence))
+}
+
+func (l *redlockLease) held(ctx context.Context, tok string) (bool, error) {
+	return tally(fanOut(ctx, l.r.c.nodes, nodeTimeout(l.r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
+		v, err := n.rdb.HGet(ctx, l.r.kl[0], "tok").Result()
+		if err == redis.Nil {
+			return false, nil
+		}
+		return v == tok, err
+	}))
+}
+
+// tally counts the nodes' yes/no answers: true when a majority said yes,
+// false when a majority can no longer say yes, and an error when too many
+// failed to tell.
+func tally(replies []reply[bool]) (bool, error) {
+	yes, failed := 0, 0
+	var first error
+	for _, rp := range replies {
+		switch {
+		case rp.err != nil:
+			failed++
+			if first == nil {
+				first = rp.err
+			}
+		case rp.val:
+			yes++
+		}
+	}
+	q := quorum(len(replies))
+	switch {
+	case yes >= q:
+		return true, nil
+	case yes+failed < q:
+		return false, nil
+	}
+	return false, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
+		failed, len(replies), q, first)
+}
+
+// leaseID is a lease's public name, the same on every node: other callers
+// count a holder's shares by it. It is derived from the token, which it
+// does not reveal.
+func leaseID(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return strconv.FormatUint(binary.BigEndian.Uint64(sum[:8]), 10)
+}

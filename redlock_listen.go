@@ -1,0 +1,186 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/go-dlock/dlock/internal/notify"
+)
+
+// fanIn listens on every node of a Redlock client. A holder releases on
+// each node where it holds a share, a majority, so a waiter that listens on
+// need = n - majority + 1 nodes hears at least one of those releases: it
+// may start waiting once that many subscriptions are confirmed, and the
+// rest join as they come (a node that is down costs nothing).
+type fanIn struct {
+	hubs []*notify.Hub
+	need int
+}
+
+// fanWaiter merges one waiter per node.
+type fanWaiter struct {
+	c      chan struct{}
+	done   <-chan struct{} // the client's: closed with its hubs
+	ctx    context.Context // ends at Close: stops the goroutines below
+	stop   context.CancelFunc
+	wg     sync.WaitGroup // subscribing and forwarding goroutines
+	mu     sync.Mutex
+	parts  []*notify.Waiter
+	closed bool
+}
+
+func (f *fanIn) newWaiter() (*fanWaiter, context.Context) {
+	ctx, stop := context.WithCancel(context.Background())
+	return &fanWaiter{c: make(chan struct{}, 1), done: f.hubs[0].Done(), ctx: ctx, stop: stop}, ctx
+}
+
+func (f *fanIn) join(channel, tok string) waiter {
+	parts := make([]*notify.Waiter, len(f.hubs))
+	joined := 0
+	for i, h := range f.hubs {
+		if parts[i] = h.Join(channel, tok); parts[i] != nil {
+			joined++
+		}
+	}
+	if joined < f.need {
+		for _, p := range parts {
+			if p != nil {
+				p.Close()
+			}
+		}
+		return nil
+	}
+	w, ctx := f.newWaiter()
+	for i, p := range parts {
+		if p != nil {
+			w.attach(p)
+		} else {
+			w.subscribeLater(ctx, f.hubs[i], channel, tok, nil)
+		}
+	}
+	return w
+}
+
+func (f *fanIn) subscribe(ctx context.Context, channel, tok string) (waiter, error) {
+	w, wctx := f.newWaiter()
+	// One report per hub: whether its subscription is in place.
+	reports := make(chan error, len(f.hubs))
+	for _, h := range f.hubs {
+		w.subscribeLater(wctx, h, channel, tok, reports)
+	}
+	var ok int
+	var last error
+	for range f.hubs {
+		select {
+		case err := <-reports:
+			if err != nil {
+				last = err
+				continue
+			}
+			if ok++; ok >= f.need {
+				return w, nil
+			}
+		case <-ctx.Done():
+			w.Close()
+			return nil, ctx.Err()
+		}
+	}
+	if ok == 0 && errors.Is(last, notify.ErrClosed) {
+		w.Close()
+		return nil, last
+	}
+	// Too few subscriptions: the waiter relies on its own expiry wake-ups
+	// meanwhile.
+	return w, nil
+}
+
+// subscribeLater subscribes on h in the background, attaches the waiter it
+// gets, and reports the outcome on report if not nil.
+func (w *fanWaiter) subscribeLater(ctx context.Context, h *notify.Hub, channel, tok string, report chan<- error) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		p, err := h.Subscribe(ctx, channel, tok)
+		if err == nil && !w.attach(p) {
+			p.Close()
+		}
+		if report != nil {
+			report <- err
+		}
+	}()
+}
+
+// attach adds one node's waiter and forwards its wake-ups; false when the
+// fan-in waiter is closed already.
+func (w *fanWaiter) attach(p *notify.Waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.parts = append(w.parts, p)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-p.C():
+				select {
+				case w.c <- struct{}{}:
+				default:
+				}
+			case <-w.ctx.Done():
+				return
+			}
+		}
+	}()
+	return true
+}
+
+// C receives when any node's waiter was woken.
+func (w *fanWaiter) C() <-chan struct{} { return w.c }
+
+func (w *fanWaiter) Done() <-chan struct{} { return w.done }
+
+// Handoff passes the wake-up on, on every node: which one woke this waiter
+// is not kept, and an extra wake-up costs another waiter a try, no more.
+func (w *fanWaiter) Handoff() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.parts {
+		p.Handoff()
+	}
+}
+
+// Detached reports whether any node gave its subscription up.
+func (w *fanWaiter) Detached() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.parts {
+		if p.Detached() {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *fanWaiter) Close() {
+	w.stop()
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	select {
+	case <-w.c:
+		// A wake-up nobody took: pass it on, as a node's waiter would.
+		for _, p := range w.parts {
+			p.Handoff()
+		}
+	default:
+	}
+	for _, p := range w.parts {
+		p.Close()
+	}
+	w.parts = nil
+}

@@ -1,0 +1,379 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// newRedlock starts n independent servers and a Redlock client on them.
+func newRedlock(t *testing.T, n int, opts ...dlock.Option) (*dlock.Client, []*redistest.Server, *counter) {
+	t.Helper()
+	srvs := redistest.StartN(t, n)
+	cnt := &counter{}
+	rdbs := make([]redis.UniversalClient, n)
+	for i, s := range srvs {
+		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+		rdb.AddHook(cnt)
+		rdbs[i] = rdb
+	}
+	c := dlock.NewRedlock(rdbs, opts...)
+	t.Cleanup(func() { c.Close() })
+	return c, srvs, cnt
+}
+
+func TestRedlockTryLockUnlock(t *testing.T) {
+	t.Parallel()
+	c, srvs, cnt := newRedlock(t, 5)
+	ctx := t.Context()
+	m := c.Mutex("job", dlock.WithMetadata("host-a"))
+
+	if _, err := c.Mutex("warm-up").Status(ctx); err != nil { // loads the scripts
+		t.Fatal(err)
+	}
+	if l, err := c.Mutex("warm-up").TryLock(ctx); err != nil {
+		t.Fatal(err)
+	} else if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := cnt.n.Load()
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cnt.n.Load() - before; n != 5 {
+		t.Errorf("TryLock sent %d commands, want 5 (one per node, in parallel)", n)
+	}
+	// Every node holds a share.
+	for i, s := range srvs {
+		if n := s.Client(t).Exists(ctx, "dlock:{job}:mutex").Val(); n != 1 {
+			t.Errorf("node %d holds no share", i)
+		}
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("second TryLock: %v, want ErrNotAcquired", err)
+	}
+	st, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Held || st.Metadata != "host-a" || st.Fence != l.Fence() || st.TTL <= 0 {
+		t.Errorf("status %+v, want held by host-a with fence %d", st, l.Fence())
+	}
+	if ok, err := l.Held(ctx); !ok || err != nil {
+		t.Errorf("Held: %v, %v", ok, err)
+	}
+	if err := l.Refresh(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := m.Status(ctx); st.Held {
+		t.Errorf("held after Unlock: %+v", st)
+	}
+	l2, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Unlock(ctx)
+	if l2.Fence() <= l.Fence() {
+		t.Errorf("fence %d after %d", l2.Fence(), l.Fence())
+	}
+}
+
+// TestRedlockMajority: with 3 of 5 nodes up the lock works; with 2 up,
+// Lock fails when its ctx ends, saying why.
+func TestRedlockMajority(t *testing.T) {
+	t.Parallel()
+	c, srvs, _ := newRedlock(t, 5)
+	ctx := t.Context()
+	m := c.Mutex("quorum", dlock.WithTTL(2*time.Second))
+
+	srvs[0].Kill(t)
+	srvs[1].Kill(t)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock with 3 of 5 nodes up: %v", err)
+	}
+	// Renewals keep it on the three.
+	time.Sleep(2500 * time.Millisecond)
+	select {
+	case <-l.Lost():
+		t.Fatal("lease lost with 3 of 5 nodes up")
+	default:
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock with 3 of 5 nodes up: %v", err)
+	}
+
+	srvs[2].Kill(t)
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = m.Lock(lctx)
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with 2 of 5 nodes up: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if !strings.Contains(err.Error(), "3 of 5 Redis masters failed") {
+		t.Errorf("error %q does not say that a majority is down", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Lock returned %v after a 1s deadline", d)
+	}
+	t.Logf("with 2 of 5 up: %v", err)
+	_, err = m.TryLock(ctx)
+	if err == nil || errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryLock with 2 of 5 nodes up: %v, want an error that is not ErrNotAcquired", err)
+	}
+}
+
+// TestRedlockPausedNode: a node that stops answering (SIGSTOP) delays an
+// acquisition by the per-node timeout (TTL/20 = 100ms here), not by the
+// client's 3s read timeout, and then rests instead of being asked again.
+func TestRedlockPausedNode(t *testing.T) {
+	t.Parallel()
+	c, srvs, _ := newRedlock(t, 5)
+	ctx := t.Context()
+	m := c.Mutex("paused", dlock.WithTTL(2*time.Second))
+	if l, err := m.TryLock(ctx); err != nil { // connections open
+		t.Fatal(err)
+	} else if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srvs[3].Pause(t)
+	defer srvs[3].Resume(t)
+	for i := range 5 {
+		start := time.Now()
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock %d with a paused node: %v", i, err)
+		}
+		took := time.Since(start)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock %d with a paused node: %v", i, err)
+		}
+		t.Logf("TryLock %d with a paused node took %v", i, took)
+		if took > 2*time.Second {
+			t.Errorf("TryLock %d took %v with a paused node: the per-node timeout is 100ms", i, took)
+		}
+	}
+}
+
+func TestRedlockWakesWaiter(t *testing.T) {
+	t.Parallel()
+	c, _, _ := newRedlock(t, 3)
+	ctx := t.Context()
+	m := c.Mutex("wake", dlock.WithTTL(30*time.Second))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l2, err := m.Lock(ctx)
+		if err == nil {
+			err = l2.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("waiter got the lock %v after the release", time.Since(released))
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken by the release (TTL 30s)")
+	}
+}
+
+// TestRedlockLostOnMajorityFlush: a lease whose shares vanish from a
+// majority of nodes is lost; from a minority, it is not.
+func TestRedlockLostOnMajorityFlush(t *testing.T) {
+	t.Parallel()
+	c, srvs, _ := newRedlock(t, 5)
+	ctx := t.Context()
+	l, err := c.Mutex("flush", dlock.WithTTL(900*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srvs[:2] {
+		s.Client(t).FlushAll(ctx)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	select {
+	case <-l.Lost():
+		t.Fatal("lost with a majority of shares left")
+	default:
+	}
+	srvs[2].Client(t).FlushAll(ctx)
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Lost() not closed after a majority of shares vanished")
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock: %v, want ErrLost", err)
+	}
+}
+
+func TestRedlockUnsupported(t *testing.T) {
+	t.Parallel()
+	c, _, _ := newRedlock(t, 3)
+	ctx := t.Context()
+	calls := map[string]func() error{
+		"FairMutex.Lock":   func() error { _, err := c.FairMutex("x").Lock(ctx); return err },
+		"FairMutex.Status": func() error { _, err := c.FairMutex("x").Status(ctx); return err },
+		"RWMutex.RLock":    func() error { _, err := c.RWMutex("x").RLock(ctx); return err },
+		"RWMutex.TryLock":  func() error { _, err := c.RWMutex("x").TryLock(ctx); return err },
+		"MutexSet.Add":     func() error { return c.MutexSet("x").Add(ctx, "a") },
+		"MutexSet.Acquire": func() error { _, err := c.MutexSet("x").Acquire(ctx); return err },
+		"Inspect":          func() error { _, err := c.Inspect(ctx, "x"); return err },
+		"List":             func() error { _, err := c.List(ctx, ""); return err },
+		"ForceUnlock":      func() error { _, err := c.ForceUnlock(ctx, "x"); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, dlock.ErrUnsupported) {
+			t.Errorf("%s on Redlock: %v, want ErrUnsupported", name, err)
+		}
+	}
+}
+
+func TestRedlockBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for name, c := range map[string]*dlock.Client{
+		"no nodes": dlock.NewRedlock(nil),
+		"nil node": dlock.NewRedlock([]redis.UniversalClient{nil}),
+	} {
+		if _, err := c.Mutex("x").TryLock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	c, _, _ := newRedlock(t, 1)
+	if _, err := c.Mutex("x", dlock.WithNoExpiry()).TryLock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("WithNoExpiry: %v, want ErrInvalid", err)
+	}
+	if _, err := c.Mutex("").TryLock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("empty name: %v, want ErrInvalid", err)
+	}
+}
+
+func TestRedlockExclusionGoroutines(t *testing.T) {
+	t.Parallel()
+	srvs := redistest.StartN(t, 3)
+	marker := filepath.Join(t.TempDir(), "held")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var fences []uint64
+	record := func(f uint64) { mu.Lock(); fences = append(fences, f); mu.Unlock() }
+	const clients, workers = 2, 4
+	errs := make([]error, clients*workers)
+	var wg sync.WaitGroup
+	for ci := range clients {
+		rdbs := make([]redis.UniversalClient, len(srvs))
+		for i, s := range srvs {
+			rdbs[i] = s.Client(t)
+		}
+		c := dlock.NewRedlock(rdbs)
+		t.Cleanup(func() { c.Close() })
+		for wi := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[ci*workers+wi] = contend(ctx, c.Mutex("shared", dlock.WithTTL(5*time.Second)), marker, time.Millisecond, record)
+			}()
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if len(fences) < clients*workers {
+		t.Fatalf("only %d acquisitions in 3s", len(fences))
+	}
+	checkIncreasing(t, fences)
+	t.Logf("%d acquisitions in 3s", len(fences))
+}
+
+func TestRedlockExclusionProcesses(t *testing.T) {
+	t.Parallel()
+	srvs := redistest.StartN(t, 3)
+	addrs := make([]string, len(srvs))
+	for i, s := range srvs {
+		addrs[i] = s.Addr()
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "fences")
+	const procs = 3
+	cmds := make([]*exec.Cmd, procs)
+	outs := make([]strings.Builder, procs)
+	for i := range cmds {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(),
+			helperEnv+"=contend",
+			"DLOCK_TEST_ADDR="+strings.Join(addrs, ","),
+			"DLOCK_TEST_KIND=redlock",
+			"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
+			"DLOCK_TEST_LOG="+log,
+			"DLOCK_TEST_FOR=3s",
+			"DLOCK_TEST_GOROUTINES=4",
+		)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
+		}
+	}
+	fences := readFences(t, log)
+	if len(fences) < procs {
+		t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
+	}
+	checkIncreasing(t, fences)
+	t.Logf("%d acquisitions across %d processes", len(fences), procs)
+}
+
+// helperClient is the client of a contender process: DLOCK_TEST_ADDR is
+// one address, or for kind redlock a comma-separated list of masters.
+func helperClient(kind string) (*dlock.Client, func()) {
+	addrs := strings.Split(os.Getenv("DLOCK_TEST_ADDR"), ",")
+	var rdbs []redis.UniversalClient
+	for _, a := range addrs {
+		rdbs = append(rdbs, redis.NewClient(&redis.Options{Addr: a}))
+	}
+	var c *dlock.Client
+	if kind == "redlock" {
+		c = dlock.NewRedlock(rdbs)
+	} else {
+		c = dlock.New(rdbs[0])
+	}
+	return c, func() {
+		c.Close()
+		for _, r := range rdbs {
+			r.Close()
+		}
+	}
+}

@@ -1,0 +1,24 @@
+-- redlock_acquire.lua: one node's vote in a Redlock acquisition: take the
+-- lock on this node if no lease holds it here. The lease is the holder's
+-- only if a majority of nodes vote for it (see redlock.go).
+-- KEYS[1]  the owner hash {tok, fence, meta, since, id}, expiring with the lease
+-- KEYS[2]  this node's last fence
+-- ARGV[1]  token
+-- ARGV[2]  lease TTL in ms (> 0)
+-- ARGV[3]  metadata
+-- ARGV[4]  the lease's public id: tells other callers which of this
+--          node's holders are the same lease as on other nodes
+-- Returns  {1, fence} when taken here (also when this token holds it
+--          already: go-redis may send a script again after a lost reply);
+--          {0, ms the holder's lease has left here, holder's fence here,
+--           holder's id}.
+local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence', 'id')
+if holder[1] == ARGV[1] then
+  return {1, tonumber(holder[2])}
+end
+if holder[1] then
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(holder[2]), holder[3] or ''}
+end
+local fence = take_owner(KEYS[1], KEYS[2], ARGV[1], ARGV[3], tonumber(ARGV[2]), now_us())
+redis.call('HSET', KEYS[1], 'id', ARGV[4])
+return {1, fence}
