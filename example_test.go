@@ -229,3 +229,32 @@ func ExampleFairMutex() {
 	fmt.Println("held by", st.Metadata+",", len(st.Waiters), "waiting")
 	// Output: held by pipeline-42, 0 waiting
 }
+
+func ExampleNewRedlock() {
+	ctx := context.Background()
+	// Three Redis masters that share no data: the lock survives the loss
+	// of any one of them.
+	var masters []redis.UniversalClient
+	for _, addr := range redlockAddrs {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		masters = append(masters, rdb)
+	}
+	locks := dlock.NewRedlock(masters)
+	defer locks.Close()
+
+	// The same Mutex API: Lock holds it on a majority of the masters.
+	err := locks.Mutex("ledger-close", dlock.WithTTL(30*time.Second)).Do(ctx, func(ctx context.Context) error {
+		fmt.Println("closing the ledger, alone")
+		return nil
+	})
+	fmt.Println("err:", err)
+
+	// The other primitives need one Redis deployment.
+	_, err = locks.FairMutex("ledger-close").Lock(ctx)
+	fmt.Println(errors.Is(err, dlock.ErrUnsupported))
+	// Output:
+	// closing the ledger, alone
+	// err: <nil>
+	// true
+}

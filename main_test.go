@@ -20,6 +20,10 @@ import (
 // use; TestMain starts it.
 var exampleAddr string
 
+// redlockAddrs are three independent redis-servers for the Redlock
+// example; TestMain starts them.
+var redlockAddrs []string
+
 func TestMain(m *testing.M) {
 	if helper := os.Getenv(helperEnv); helper != "" {
 		os.Exit(runHelper(helper))
@@ -30,8 +34,21 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	exampleAddr = srv.Addr()
+	var masters []*redistest.Server
+	for range 3 {
+		s, err := redistest.StartMain()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dlock tests need redis-server:", err)
+			os.Exit(1)
+		}
+		masters = append(masters, s)
+		redlockAddrs = append(redlockAddrs, s.Addr())
+	}
 	code := m.Run()
 	srv.Stop()
+	for _, s := range masters {
+		s.Stop()
+	}
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)

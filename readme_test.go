@@ -69,5 +69,6 @@ func exampleAsReadme(body string) string {
 		out = out[:len(out)-1]
 	}
 	text := strings.Join(out, "\n") + "\n"
-	return strings.ReplaceAll(text, "Addr: exampleAddr", `Addr: "localhost:6379"`)
+	text = strings.ReplaceAll(text, "Addr: exampleAddr", `Addr: "localhost:6379"`)
+	return strings.ReplaceAll(text, "range redlockAddrs", `range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"}`)
 }

@@ -24,7 +24,7 @@ type fanWaiter struct {
 	done   <-chan struct{} // the client's: closed with its hubs
 	ctx    context.Context // ends at Close: stops the goroutines below
 	stop   context.CancelFunc
-	wg     sync.WaitGroup // subscribing and forwarding goroutines
+	wg     sync.WaitGroup // forwarding goroutines
 	mu     sync.Mutex
 	parts  []*notify.Waiter
 	closed bool
@@ -96,11 +96,11 @@ func (f *fanIn) subscribe(ctx context.Context, channel, tok string) (waiter, err
 }
 
 // subscribeLater subscribes on h in the background, attaches the waiter it
-// gets, and reports the outcome on report if not nil.
+// gets, and reports the outcome on report if not nil. Close does not wait
+// for it: a node that does not answer may hold it for the client's read
+// timeout, and its waiter, once it comes, is closed at once.
 func (w *fanWaiter) subscribeLater(ctx context.Context, h *notify.Hub, channel, tok string, report chan<- error) {
-	w.wg.Add(1)
 	go func() {
-		defer w.wg.Done()
 		p, err := h.Subscribe(ctx, channel, tok)
 		if err == nil && !w.attach(p) {
 			p.Close()

@@ -18,7 +18,7 @@ import (
 )
 
 // newRedlock starts n independent servers and a Redlock client on them.
-func newRedlock(t *testing.T, n int, opts ...dlock.Option) (*dlock.Client, []*redistest.Server, *counter) {
+func newRedlock(t testing.TB, n int, opts ...dlock.Option) (*dlock.Client, []*redistest.Server, *counter) {
 	t.Helper()
 	srvs := redistest.StartN(t, n)
 	cnt := &counter{}
@@ -168,6 +168,32 @@ func TestRedlockPausedNode(t *testing.T) {
 		if took > 2*time.Second {
 			t.Errorf("TryLock %d took %v with a paused node: the per-node timeout is 100ms", i, took)
 		}
+	}
+	// A waiter subscribes on the live nodes and is woken by a release.
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		l2, err := m.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		} else if err := l2.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+		got <- time.Since(start)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-got:
+		t.Logf("a waiter got the lock and released it %v after it called Lock", d)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter stuck with one node paused")
 	}
 }
 
