@@ -3,11 +3,13 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -401,5 +403,60 @@ func helperClient(kind string) (*dlock.Client, func()) {
 		for _, r := range rdbs {
 			r.Close()
 		}
+	}
+}
+
+// dialCounter counts a go-redis client's attempts to open a connection.
+type dialCounter struct{ n atomic.Int64 }
+
+func (d *dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (d *dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d *dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRedlockRestsDeadNode: a node that refuses connections is not asked
+// on every try: after a failure it rests (50ms, doubling to 2s).
+func TestRedlockRestsDeadNode(t *testing.T) {
+	t.Parallel()
+	srvs := redistest.StartN(t, 3)
+	dials := &dialCounter{}
+	rdbs := make([]redis.UniversalClient, len(srvs))
+	for i, s := range srvs {
+		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+		if i == 2 {
+			rdb.AddHook(dials)
+		}
+		rdbs[i] = rdb
+	}
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	m := c.Mutex("rest", dlock.WithTTL(time.Second))
+	srvs[2].Kill(t)
+	const tries = 300
+	start := time.Now()
+	for range tries {
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock with 2 of 3 up: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	// Each rest ends in one new attempt; rests double from 50ms.
+	n := dials.n.Load()
+	t.Logf("%d TryLock+Unlock in %v: %d dials to the dead node", tries, took, n)
+	if limit := int64(took/(50*time.Millisecond)) + 5; n > limit {
+		t.Errorf("%d dials to the dead node in %v; with rests, at most %d", n, took, limit)
 	}
 }
