@@ -67,6 +67,7 @@ type env struct {
 	stdout, stderr io.Writer
 	redisURL       string
 	cluster        bool
+	redlock        bool
 	prefix         string
 }
 
@@ -104,7 +105,9 @@ processes on many machines never run the same critical section at once.
 
 The Redis server is given by --redis or $DLOCK_REDIS (default ` + DefaultRedis + `):
 redis:// or rediss:// (TLS) URLs, with user:password@ for ACLs. Several
-comma-separated URLs, or --cluster, mean a Redis Cluster.`,
+comma-separated URLs, or --cluster, mean a Redis Cluster. With --redlock,
+the URLs are independent masters (3 or 5) and a lock is held on a majority
+of them (Redlock: plain mutexes only).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -114,6 +117,7 @@ comma-separated URLs, or --cluster, mean a Redis Cluster.`,
 	}
 	root.PersistentFlags().StringVar(&e.redisURL, "redis", def, "Redis URL(s), comma-separated for a cluster ($DLOCK_REDIS)")
 	root.PersistentFlags().BoolVar(&e.cluster, "cluster", false, "connect to a Redis Cluster")
+	root.PersistentFlags().BoolVar(&e.redlock, "redlock", false, "the --redis URLs are independent masters: hold locks on a majority (Redlock)")
 	root.PersistentFlags().StringVar(&e.prefix, "prefix", dlock.DefaultPrefix, "key prefix of the locks")
 	root.AddCommand(e.runCmd(), e.setCmd(), e.statusCmd(), e.listCmd(), e.unlockCmd())
 	return root
@@ -122,6 +126,9 @@ comma-separated URLs, or --cluster, mean a Redis Cluster.`,
 // connect opens the Redis client and a dlock client on it; close both
 // with the returned function.
 func (e *env) connect() (*dlock.Client, func(), error) {
+	if e.redlock {
+		return e.connectRedlock()
+	}
 	rdb, err := e.redisClient()
 	if err != nil {
 		return nil, nil, err
@@ -130,22 +137,54 @@ func (e *env) connect() (*dlock.Client, func(), error) {
 	return c, func() { c.Close(); rdb.Close() }, nil
 }
 
-// redisClient parses the --redis URLs with go-redis' own parsers.
-func (e *env) redisClient() (redis.UniversalClient, error) {
-	urls := strings.Split(e.redisURL, ",")
-	first, err := redis.ParseURL(strings.TrimSpace(urls[0]))
+// connectRedlock opens one client per --redis URL and a Redlock client on
+// them.
+func (e *env) connectRedlock() (*dlock.Client, func(), error) {
+	if e.cluster {
+		return nil, nil, usage("--redlock and --cluster exclude each other")
+	}
+	opts, err := e.redisOptions()
 	if err != nil {
-		return nil, usage("bad --redis URL %q: %v", urls[0], err)
+		return nil, nil, err
 	}
-	if len(urls) == 1 && !e.cluster {
-		return redis.NewClient(first), nil
+	rdbs := make([]redis.UniversalClient, len(opts))
+	for i, o := range opts {
+		rdbs[i] = redis.NewClient(o)
 	}
-	addrs := []string{first.Addr}
-	for _, u := range urls[1:] {
+	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix))
+	return c, func() {
+		c.Close()
+		for _, r := range rdbs {
+			r.Close()
+		}
+	}, nil
+}
+
+// redisOptions parses the --redis URLs with go-redis' own parser.
+func (e *env) redisOptions() ([]*redis.Options, error) {
+	var opts []*redis.Options
+	for _, u := range strings.Split(e.redisURL, ",") {
 		o, err := redis.ParseURL(strings.TrimSpace(u))
 		if err != nil {
 			return nil, usage("bad --redis URL %q: %v", u, err)
 		}
+		opts = append(opts, o)
+	}
+	return opts, nil
+}
+
+// redisClient connects to the --redis URLs: one server, or a cluster.
+func (e *env) redisClient() (redis.UniversalClient, error) {
+	opts, err := e.redisOptions()
+	if err != nil {
+		return nil, err
+	}
+	first := opts[0]
+	if len(opts) == 1 && !e.cluster {
+		return redis.NewClient(first), nil
+	}
+	var addrs []string
+	for _, o := range opts {
 		addrs = append(addrs, o.Addr)
 	}
 	return redis.NewClusterClient(&redis.ClusterOptions{
@@ -158,7 +197,7 @@ func (e *env) redisClient() (redis.UniversalClient, error) {
 
 // failed turns a library error into an exit: bad input is a usage error.
 func failed(err error) error {
-	if errors.Is(err, dlock.ErrInvalid) || errors.Is(err, dlock.ErrNoMember) {
+	if errors.Is(err, dlock.ErrInvalid) || errors.Is(err, dlock.ErrNoMember) || errors.Is(err, dlock.ErrUnsupported) {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	return &ExitError{Code: 1, Err: err}

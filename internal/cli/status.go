@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +31,7 @@ state is free.`,
 				return err
 			}
 			defer done()
-			sts, err := c.Inspect(cmd.Context(), args[0])
+			sts, err := e.inspect(cmd.Context(), c, args[0])
 			if err != nil {
 				return failed(err)
 			}
@@ -47,6 +48,19 @@ state is free.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// inspect is Client.Inspect; over Redlock, which keeps mutexes only, the
+// status of the mutex called name, if the masters remember it.
+func (e *env) inspect(ctx context.Context, c *dlock.Client, name string) ([]dlock.Status, error) {
+	if !e.redlock {
+		return c.Inspect(ctx, name)
+	}
+	st, err := c.Mutex(name).Status(ctx)
+	if err != nil || (!st.Held && st.Fence == 0) {
+		return nil, err
+	}
+	return []dlock.Status{st}, nil
 }
 
 func (e *env) listCmd() *cobra.Command {
