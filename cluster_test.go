@@ -135,3 +135,71 @@ func TestCluster(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterFailoverContention kills the master that serves a Mutex and a
+// FairMutex while workers contend for each, so that its replica takes
+// over: no Lock hangs, the workers all get the lock again within a bounded
+// time, fences go on rising, and leases overlap only if one was taken
+// during the failover (see failoverRun.check).
+func TestClusterFailoverContention(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+
+	// Both locks on one master, so one kill fails over both.
+	admin := cl.Client(t)
+	masterOf := func(name string) string {
+		node, err := admin.MasterForKey(ctx, "{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return node.Options().Addr
+	}
+	mutexName := "cluster-failover-mutex"
+	victimAddr := masterOf(mutexName)
+	fairName := ""
+	for i := 0; fairName == ""; i++ {
+		if n := fmt.Sprintf("cluster-failover-fair-%d", i); masterOf(n) == victimAddr {
+			fairName = n
+		}
+	}
+	var victim *redistest.Server
+	for _, s := range cl.Nodes() {
+		if s.Addr() == victimAddr {
+			victim = s
+		}
+	}
+
+	const workers = 4
+	clients := make([]*dlock.Client, 2)
+	for i := range clients {
+		clients[i] = dlock.New(cl.Client(t))
+		t.Cleanup(func() { clients[i].Close() })
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runs := map[string]*failoverRun{
+		"mutex": contendAcross(runCtx, workers, func(i int) dlock.Locker {
+			return clients[i%2].Mutex(mutexName, dlock.WithTTL(2*time.Second))
+		}, 5*time.Millisecond),
+		"fair": contendAcross(runCtx, workers, func(i int) dlock.Locker {
+			return clients[i%2].FairMutex(fairName, dlock.WithTTL(2*time.Second))
+		}, 5*time.Millisecond),
+	}
+
+	time.Sleep(time.Second)
+	w0 := time.Now()
+	victim.Kill(t)
+	cl.WaitHealthy(t)
+	w1 := time.Now()
+	t.Logf("master %s killed; cluster healthy again after %v", victimAddr, w1.Sub(w0))
+	time.Sleep(afterFailover)
+	stop()
+	for kind, run := range runs {
+		t.Run(kind, func(t *testing.T) {
+			run.wait(t)
+			run.check(t, workers, w0, w1)
+		})
+	}
+}

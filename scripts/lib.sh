@@ -1,9 +1,11 @@
-# Shared by scripts/test and scripts/demo: make sure redis-server exists.
+# Shared by scripts/test and scripts/demo: make sure redis-server,
+# redis-cli and redis-sentinel (for the Sentinel failover tests) exist.
 ensure_redis() {
-  if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+  if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 &&
+    command -v redis-sentinel >/dev/null 2>&1; then
     return
   fi
-  echo "redis-server not found; installing it from the Debian packages..." >&2
+  echo "redis-server, redis-cli or redis-sentinel not found; installing them from the Debian packages..." >&2
   local sudo=""
   if [ "$(id -u)" != 0 ]; then
     command -v sudo >/dev/null 2>&1 || { echo "need root (or sudo) to apt-get install redis-server" >&2; exit 1; }

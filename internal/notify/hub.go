@@ -67,6 +67,7 @@ type channel struct {
 	subscribed bool          // what we asked Redis for last
 	pending    int           // subscribe/unsubscribe replies still to come
 	ready      chan struct{} // closed while the subscription is confirmed
+	gone       chan struct{} // closed when the hub gives the channel up
 	confirmed  bool
 	disrupted  bool // the connection broke since the last confirmation
 	idle       *time.Timer
@@ -149,6 +150,11 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 	defer t.Stop()
 	select {
 	case <-w.ready:
+	case <-w.ch.gone:
+		// The hub gave the channel up before Redis confirmed it (its
+		// connection broke): the waiter is Detached and already woken, and
+		// subscribes again after its next try. Waiting out confirmWait for
+		// a confirmation that cannot come would only delay that.
 	case <-t.C:
 		// A release announced before the late confirmation would be lost:
 		// have the confirmation wake everyone.
@@ -183,7 +189,7 @@ func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Wai
 		return nil
 	}
 	if ch == nil {
-		ch = &channel{name: name, shard: sh, ready: make(chan struct{})}
+		ch = &channel{name: name, shard: sh, ready: make(chan struct{}), gone: make(chan struct{})}
 		h.chans[name] = ch
 	}
 	w := ch.add(h, key)
@@ -461,8 +467,7 @@ func (h *Hub) restart(sh *shard, cause error) bool {
 		ch.pending = 0
 		switch {
 		case h.cluster != nil:
-			delete(h.chans, ch.name)
-			h.wakeAll(ch)
+			h.detach(ch)
 		case !ch.subscribed:
 			if len(ch.waiters) == 0 {
 				delete(h.chans, ch.name)
@@ -476,6 +481,16 @@ func (h *Hub) restart(sh *shard, cause error) bool {
 				ch.ready = make(chan struct{})
 			}
 		}
+	}
+	if h.cluster != nil {
+		// go-redis reloads its slot map on MOVED/ASK and otherwise only
+		// every minute (v9.22), not when a master stops answering: the
+		// fresh routing the detached waiters need would keep naming a
+		// dead master long after its replica took over
+		// (redis/go-redis#3979). The reload is asynchronous and coalesced;
+		// it repeats while the waiters' resubscriptions keep failing, so
+		// it catches the new master soon after the failover.
+		h.cluster.ReloadState(h.ctx)
 	}
 	old := sh.ps
 	if len(want) == 0 {
@@ -507,8 +522,7 @@ func (h *Hub) confirm(s *redis.Subscription) {
 		// Redis dropped the subscription by itself (its slot moved to
 		// another node): detach the channel and wake its waiters, who
 		// subscribe again through fresh routing.
-		delete(h.chans, ch.name)
-		h.wakeAll(ch)
+		h.detach(ch)
 		return
 	}
 	if ch.pending > 0 {
@@ -561,6 +575,14 @@ func (h *Hub) wakeOne(ch *channel, skip *Waiter) {
 			return
 		}
 	}
+}
+
+// detach gives a channel up: its waiters, woken, see Detached and
+// subscribe again. The caller holds h.mu.
+func (h *Hub) detach(ch *channel) {
+	delete(h.chans, ch.name)
+	close(ch.gone)
+	h.wakeAll(ch)
 }
 
 func (h *Hub) wakeAll(ch *channel) {

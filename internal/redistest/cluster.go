@@ -30,7 +30,7 @@ type Cluster struct {
 // t.Cleanup.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	cli := mustBinary(t, "DLOCK_REDIS_CLI", "redis-cli")
+	cli := mustBinary(t, "DLOCK_REDIS_CLI", "redis-cli", "redis-tools")
 	c := &Cluster{nodes: startServers(t, clusterSize, true, nil)}
 
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,7 +136,7 @@ func TestStartN(t *testing.T) {
 
 func TestMissingBinary(t *testing.T) {
 	t.Setenv("DLOCK_REDIS_SERVER", "/nonexistent/redis-server")
-	_, err := binary("DLOCK_REDIS_SERVER", "redis-server")
+	_, err := binary("DLOCK_REDIS_SERVER", "redis-server", "redis-server")
 	if err == nil || !strings.Contains(err.Error(),
 		"redis-server not found in PATH: install it with `apt-get install -y redis-server`") {
 		t.Errorf("binary() error = %v, want an install hint", err)
@@ -217,4 +218,86 @@ func TestClusterFailover(t *testing.T) {
 		t.Errorf("ROLE of the restarted old master = %v, %v; want slave", role, err)
 	}
 	checkClusterServes(t, c)
+}
+
+func TestMissingSentinelBinary(t *testing.T) {
+	t.Setenv("DLOCK_REDIS_SENTINEL", "/nonexistent/redis-sentinel")
+	_, err := binary("DLOCK_REDIS_SENTINEL", "redis-sentinel", "redis-sentinel")
+	if err == nil || !strings.Contains(err.Error(), "`apt-get install -y redis-sentinel`") {
+		t.Errorf("binary() error = %v, want an install hint", err)
+	}
+}
+
+// TestSentinel fails over twice through the Sentinels: once asked for
+// (SENTINEL FAILOVER, the old master becomes the replica), once because the
+// master was killed. A failover client follows both, and a key written
+// before the first survives both (the replica was in sync).
+func TestSentinel(t *testing.T) {
+	start := time.Now()
+	s := StartSentinel(t)
+	t.Logf("master, replica and 3 sentinels ready in %v", time.Since(start))
+	if s.MasterName() == "" || len(s.SentinelAddrs()) != 3 || len(s.Sentinels()) != 3 {
+		t.Fatalf("MasterName %q, %d sentinel addrs", s.MasterName(), len(s.SentinelAddrs()))
+	}
+	first, replica := s.Master(t), s.Replica(t)
+	if first == replica || s.WaitMaster(t) != first {
+		t.Fatalf("Master %s, Replica %s, WaitMaster disagrees", first.Addr(), replica.Addr())
+	}
+	ctx := context.Background()
+	rdb := s.FailoverClient(t)
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through the failover client: %v", err)
+	}
+	// WAIT: the replica has the key before we fail over to it.
+	if n, err := rdb.Wait(ctx, 1, 5000).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 = %d, %v", n, err)
+	}
+
+	start = time.Now()
+	second := s.Failover(t)
+	t.Logf("SENTINEL FAILOVER: new master after %v", time.Since(start))
+	if second != replica || s.Master(t) != second || s.Replica(t) != first {
+		t.Fatalf("after Failover: master %s, replica %s; want %s, %s",
+			s.Master(t).Addr(), s.Replica(t).Addr(), replica.Addr(), first.Addr())
+	}
+	checkFollows(t, rdb, second)
+	start = time.Now()
+	if r := s.WaitReplica(t); r != first {
+		t.Fatalf("WaitReplica = %s, want the old master %s", r.Addr(), first.Addr())
+	}
+	t.Logf("old master in sync as a replica after another %v", time.Since(start))
+
+	start = time.Now()
+	second.Kill(t)
+	third := s.WaitMaster(t)
+	t.Logf("master killed: new master after %v", time.Since(start))
+	if third != first {
+		t.Fatalf("after killing %s, master is %s; want %s", second.Addr(), third.Addr(), first.Addr())
+	}
+	checkFollows(t, rdb, third)
+}
+
+// checkFollows checks that the failover client reaches master and still
+// reads the key written before the failovers.
+func checkFollows(t *testing.T, rdb *redis.Client, master *Server) {
+	t.Helper()
+	ctx := context.Background()
+	err := waitFor(func() error {
+		got, err := rdb.Get(ctx, "k").Result()
+		if err != nil || got != "v" {
+			return fmt.Errorf("GET k = %q, %v", got, err)
+		}
+		role, err := rdb.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			return fmt.Errorf("ROLE through the failover client = %v, %v", role, err)
+		}
+		port, err := rdb.ConfigGet(ctx, "port").Result()
+		if err != nil || port["port"] != strconv.Itoa(master.Port()) {
+			return fmt.Errorf("failover client on port %v, %v; want %d", port, err, master.Port())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

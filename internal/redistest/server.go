@@ -37,6 +37,7 @@ var errExited = errors.New("redis-server exited")
 type Server struct {
 	bin     string
 	dir     string
+	conf    string   // a config file, first on the command line, if set
 	args    []string // appended to the command line
 	cluster bool
 
@@ -65,19 +66,35 @@ func StartN(t testing.TB, n int) []*Server {
 // so that t.Fatal is called from the test's goroutine.
 func startServers(t testing.TB, n int, cluster bool, args []string) []*Server {
 	t.Helper()
-	bin := mustBinary(t, "DLOCK_REDIS_SERVER", "redis-server")
+	bin := mustBinary(t, "DLOCK_REDIS_SERVER", "redis-server", "redis-server")
 	servers := make([]*Server, n)
 	for i := range servers {
-		s := &Server{bin: bin, dir: t.TempDir(), args: args, cluster: cluster}
-		// Registered after t.TempDir, so it runs before the dir is removed.
-		t.Cleanup(func() {
-			if err := s.stop(); err != nil {
-				t.Errorf("redistest: %v", err)
-			}
-		})
-		servers[i] = s
+		servers[i] = newServer(t, bin, args)
+		servers[i].cluster = cluster
 	}
-	errs := make([]error, n)
+	if err := startAll(servers); err != nil {
+		t.Fatal(err)
+	}
+	return servers
+}
+
+// newServer returns a Server, not started yet, that is stopped in
+// t.Cleanup and keeps its files in a fresh t.TempDir.
+func newServer(t testing.TB, bin string, args []string) *Server {
+	s := &Server{bin: bin, dir: t.TempDir(), args: args}
+	// Registered after t.TempDir, so it runs before the dir is removed.
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("redistest: %v", err)
+		}
+	})
+	return s
+}
+
+// startAll starts servers in parallel on fresh ports. Goroutines only
+// return errors, so that t.Fatal is called from the test's goroutine.
+func startAll(servers []*Server) error {
+	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		wg.Add(1)
@@ -87,24 +104,22 @@ func startServers(t testing.TB, n int, cluster bool, args []string) []*Server {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return servers
+	return errors.Join(errs...)
 }
 
 // mustBinary finds a program, overridable by the env variable; a missing
-// program fails the test, because skipping would hide untested code.
-func mustBinary(t testing.TB, env, name string) string {
+// program fails the test, because skipping would hide untested code. pkg
+// is the Debian package that installs it, for the message.
+func mustBinary(t testing.TB, env, name, pkg string) string {
 	t.Helper()
-	path, err := binary(env, name)
+	path, err := binary(env, name, pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-func binary(env, name string) (string, error) {
+func binary(env, name, pkg string) (string, error) {
 	prog := name
 	if v := os.Getenv(env); v != "" {
 		prog = v
@@ -112,8 +127,8 @@ func binary(env, name string) (string, error) {
 	path, err := exec.LookPath(prog)
 	if err != nil {
 		return "", fmt.Errorf("%s not found in PATH: install it with "+
-			"`apt-get install -y redis-server` (Debian/Ubuntu), or run ./scripts/test, which does "+
-			"(or set $%s to its path; %v)", name, env, err)
+			"`apt-get install -y %s` (Debian/Ubuntu), or run ./scripts/test, which does "+
+			"(or set $%s to its path; %v)", name, pkg, env, err)
 	}
 	return path, nil
 }
@@ -261,11 +276,15 @@ func freePorts(n int) ([]int, error) {
 
 // spawnLocked starts redis-server on s.port and waits until it answers.
 func (s *Server) spawnLocked() error {
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--protected-mode", "no", "--daemonize", "no",
-	}
+	)
 	if s.cluster {
 		args = append(args,
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
@@ -423,7 +442,7 @@ func (t *tail) String() string {
 // and Example functions. The caller must Stop it. A missing redis-server is
 // an error that says how to install it.
 func StartMain() (*Server, error) {
-	bin, err := binary("DLOCK_REDIS_SERVER", "redis-server")
+	bin, err := binary("DLOCK_REDIS_SERVER", "redis-server", "redis-server")
 	if err != nil {
 		return nil, err
 	}
