@@ -1,0 +1,104 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// percentile returns the p-th percentile (0 < p <= 100) of d by the
+// nearest-rank method, or 0 for no data. It sorts d.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	rank := int(math.Ceil(p / 100 * float64(len(d))))
+	return d[min(max(rank, 1), len(d))-1]
+}
+
+// jain is Jain's fairness index of x: (Σx)² / (n·Σx²). 1 when all are
+// equal, 1/n when one took everything; 1 for no data or all zero.
+func jain(x []int) float64 {
+	var sum, sq float64
+	for _, v := range x {
+		sum += float64(v)
+		sq += float64(v) * float64(v)
+	}
+	if sq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(x)) * sq)
+}
+
+// acq is one acquisition: who took the lock, when it asked, when Lock
+// returned and when Unlock returned (Unix nanoseconds, comparable across
+// processes of one machine).
+type acq struct {
+	Worker   int   `json:"w"`
+	Called   int64 `json:"c"`
+	Acquired int64 `json:"a"`
+	Released int64 `json:"r"`
+}
+
+// contention is what the contention scenarios report.
+type contention struct {
+	Acquisitions int     `json:"acquisitions"`
+	PerSec       float64 `json:"acq_per_sec"`
+	Ceiling      float64 `json:"ceiling_per_sec"` // 1s / the mean time held
+	GapP50       float64 `json:"handoff_gap_p50_us"`
+	GapP99       float64 `json:"handoff_gap_p99_us"`
+	RTPerAcq     float64 `json:"round_trips_per_acq"`
+	SameHolder   float64 `json:"same_holder_share"`
+	LongestWait  float64 `json:"longest_wait_ms"`
+	Jain         float64 `json:"jain"`
+	Violations   int64   `json:"overlap_violations"`
+	Errors       int     `json:"errors"`
+	ErrorSample  string  `json:"error_sample,omitempty"`
+}
+
+// summarize reads a run of secs seconds: acquisitions as taken by
+// workers goroutines (numbered 0..workers-1), unfinished the start times
+// of Lock calls still waiting at the end, commands the commands sent.
+func summarize(as []acq, workers int, unfinished []int64, end int64, secs float64, commands int64) contention {
+	slices.SortFunc(as, func(a, b acq) int { return int(a.Acquired - b.Acquired) })
+	c := contention{Acquisitions: len(as), PerSec: float64(len(as)) / secs}
+	if len(as) > 0 {
+		c.RTPerAcq = float64(commands) / float64(len(as))
+	}
+	counts := make([]int, workers)
+	gaps := make([]time.Duration, 0, len(as))
+	var held, longest int64
+	same := 0
+	for i, a := range as {
+		counts[a.Worker]++
+		held += a.Released - a.Acquired
+		longest = max(longest, a.Acquired-a.Called)
+		if i > 0 {
+			// The next grant may reach its caller before the release's
+			// reply reaches the releaser: count that as no gap.
+			gaps = append(gaps, time.Duration(max(a.Acquired-as[i-1].Released, 0)))
+			if a.Worker == as[i-1].Worker {
+				same++
+			}
+		}
+	}
+	// A Lock still waiting when the run ended has waited at least this
+	// long: a starved waiter must not go unseen.
+	for _, called := range unfinished {
+		longest = max(longest, end-called)
+	}
+	if len(as) > 0 {
+		c.Ceiling = float64(time.Second) / (float64(held) / float64(len(as)))
+	}
+	if len(as) > 1 {
+		c.SameHolder = float64(same) / float64(len(as)-1)
+	}
+	c.GapP50 = us(percentile(gaps, 50))
+	c.GapP99 = us(percentile(gaps, 99))
+	c.LongestWait = float64(longest) / 1e6
+	c.Jain = jain(counts)
+	return c
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
