@@ -1,11 +1,162 @@
+// Command bench measures dlock against go-redsync/redsync and
+// bsm/redislock, and against the protocol floor (SET NX PX and a
+// compare-and-delete script), on one redis-server that it starts itself.
+// It prints markdown tables and writes every figure as JSON.
+//
+//	go run . -out results.json         # full run, a few minutes
+//	go run . -quick -out quick.json    # short run
 package main
 
 import (
-	_ "github.com/bsm/redislock"
-	_ "github.com/go-dlock/dlock"
-	_ "github.com/go-redsync/redsync/v4"
-	_ "github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	_ "github.com/redis/go-redis/v9"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
 )
 
-func main() {}
+// report is everything one run measured, as written to -out.
+type report struct {
+	Env         environment       `json:"environment"`
+	Settings    map[string]string `json:"settings"`
+	Uncontended []uncontendedRow  `json:"uncontended"`
+	Contention  []contentionRow   `json:"contention"`
+	OwnKeys     []ownKeysRow      `json:"own_keys"`
+	Waiters     []waitersRow      `json:"blocked_waiters"`
+	Targets     []target          `json:"targets"`
+}
+
+func main() {
+	if spec := os.Getenv(childEnv); spec != "" {
+		if err := runChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	out := flag.String("out", "results.json", "where to write the JSON report (empty: nowhere)")
+	md := flag.String("md", "", "also write the markdown report to this file")
+	quick := flag.Bool("quick", false, "short run: 1s per contention run, 2,000 blocked waiters")
+	dur := flag.Duration("duration", 0, "length of each contention run (default 4s, 1s with -quick)")
+	waiters := flag.Int("waiters", 0, "blocked waiters in scenario 6 (default 10000, 2000 with -quick)")
+	bin := flag.String("redis-server", "redis-server", "the redis-server binary to start")
+	flag.Parse()
+	if *dur == 0 {
+		*dur = 4 * time.Second
+		if *quick {
+			*dur = time.Second
+		}
+	}
+	if *waiters == 0 {
+		*waiters = 10_000
+		if *quick {
+			*waiters = 2_000
+		}
+	}
+	r, err := run(*bin, *dur, *quick, *waiters)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	w := io.Writer(os.Stdout)
+	if *md != "" {
+		f, err := os.Create(*md)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		w = io.MultiWriter(os.Stdout, f)
+	}
+	printReport(w, r)
+	if *out != "" {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, error) {
+	srv, err := startServer(bin)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	admin := newClient(srv.addr, nil)
+	defer admin.Close()
+	b := &bench{addr: srv.addr, admin: admin, dur: dur, quick: quick, log: func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+f+"\n", a...)
+	}}
+	r := &report{Env: describe(context.Background(), admin, dur, quick), Settings: map[string]string{}}
+	ps := peers()
+	for _, p := range ps {
+		r.Settings[p.name] = p.settings
+	}
+	r.Settings["go-redis"] = fmt.Sprintf("one *redis.Client per peer and process, PoolSize %d, other options default", poolSize)
+
+	b.log("1/6 uncontended TryLock+Unlock (interleaved rounds)")
+	if r.Uncontended, err = b.uncontended(ps); err != nil {
+		return nil, err
+	}
+	var blocking []peer
+	for _, p := range ps {
+		if p.blocking {
+			blocking = append(blocking, p)
+		}
+	}
+	hold := loop{hold: time.Millisecond}
+	for _, n := range []int{8, 64} {
+		for _, p := range blocking {
+			b.log("2/6 contention, %d goroutines: %s", n, p.name)
+			row, err := b.contention("contention", p, 1, n, hold)
+			if err != nil {
+				return nil, err
+			}
+			r.Contention = append(r.Contention, row)
+		}
+	}
+	for _, p := range blocking {
+		b.log("3/6 contention, 4 processes × 8 goroutines: %s", p.name)
+		row, err := b.contention("contention", p, 4, 8, hold)
+		if err != nil {
+			return nil, err
+		}
+		r.Contention = append(r.Contention, row)
+	}
+	for _, p := range blocking {
+		b.log("4/6 wake-up: %s", p.name)
+		row, err := b.contention("wake-up", p, 1, 8, loop{hold: time.Millisecond, away: 5 * time.Millisecond})
+		if err != nil {
+			return nil, err
+		}
+		r.Contention = append(r.Contention, row)
+	}
+	for _, p := range ps {
+		b.log("5/6 256 goroutines on keys of their own: %s", p.name)
+		row, err := b.ownKeys(p, 256)
+		if err != nil {
+			return nil, err
+		}
+		r.OwnKeys = append(r.OwnKeys, row)
+	}
+	settle, window := 3*time.Second, 2*time.Second
+	if quick {
+		settle, window = 2*time.Second, time.Second
+	}
+	for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
+		p, _ := peerByName(name)
+		b.log("6/6 %d blocked waiters: %s", nWaiters, p.name)
+		row, err := b.waiters(p, nWaiters, settle, window)
+		if err != nil {
+			return nil, err
+		}
+		r.Waiters = append(r.Waiters, row)
+	}
+	r.Env.LoadAfter = loadavg()
+	r.Targets = targets(r)
+	return r, nil
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -103,30 +102,6 @@ func newClient(addr string, cnt *counter) *redis.Client {
 		rdb.AddHook(cnt)
 	}
 	return rdb
-}
-
-// clients counts the connections Redis has open, and among them those in
-// subscriber mode (CLIENT LIST fields sub, psub, ssub).
-func clients(ctx context.Context, admin *redis.Client) (total, subscribed int, err error) {
-	list, err := admin.ClientList(ctx).Result()
-	if err != nil {
-		return 0, 0, err
-	}
-	sc := bufio.NewScanner(strings.NewReader(list))
-	for sc.Scan() {
-		if sc.Text() == "" {
-			continue
-		}
-		total++
-		for _, f := range strings.Fields(sc.Text()) {
-			k, v, _ := strings.Cut(f, "=")
-			if (k == "sub" || k == "psub" || k == "ssub") && v != "0" {
-				subscribed++
-				break
-			}
-		}
-	}
-	return total - 1, subscribed, nil // not the admin connection itself
 }
 
 // serverVersion returns INFO server's redis_version.
