@@ -102,6 +102,6 @@ func runChild(spec string) error {
 	}
 	time.Sleep(time.Until(time.Unix(0, j.Start)))
 	lp := loop{hold: time.Duration(j.Hold), away: time.Duration(j.Away), base: j.Base}
-	out := contend(ls, lp, &marker{path: j.Marker}, time.Unix(0, j.End), cnt)
+	out := contend(ls, lp, one(&marker{path: j.Marker}), time.Unix(0, j.End), cnt)
 	return json.NewEncoder(os.Stdout).Encode(out)
 }

@@ -53,6 +53,9 @@ type nobody struct{}
 func (nobody) enter() bool { return true }
 func (nobody) leave()      {}
 
+// one returns an exclusion for every worker alike.
+func one(e exclusion) func(int) exclusion { return func(int) exclusion { return e } }
+
 // loop is how the workers of a contention run behave.
 type loop struct {
 	hold time.Duration // time in the critical section
@@ -64,17 +67,18 @@ type loop struct {
 
 // outcome is what the workers of one process did.
 type outcome struct {
-	Acqs       []acq   `json:"acqs"`
-	Unfinished []int64 `json:"unfinished"` // start of each Lock still waiting at the end
-	Violations int64   `json:"violations"`
-	Commands   int64   `json:"commands"` // sent until the end
-	Errors     int     `json:"errors"`
-	ErrSample  string  `json:"err_sample,omitempty"`
+	Acqs       []acq  `json:"acqs"`
+	Unfinished []acq  `json:"unfinished"` // Lock calls still waiting at the end
+	Violations int64  `json:"violations"`
+	Commands   int64  `json:"commands"` // sent until the end
+	Errors     int    `json:"errors"`
+	ErrSample  string `json:"err_sample,omitempty"`
 }
 
 // contend runs one worker per locker from now until end and collects
-// what they did. cnt counts the commands of the process's client.
-func contend(lockers []locker, lp loop, excl exclusion, end time.Time, cnt *counter) outcome {
+// what they did. Worker i checks exclusion with excl(i); cnt counts the
+// commands of the process's client.
+func contend(lockers []locker, lp loop, excl func(i int) exclusion, end time.Time, cnt *counter) outcome {
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
 	var (
@@ -87,6 +91,7 @@ func contend(lockers []locker, lp loop, excl exclusion, end time.Time, cnt *coun
 	start, snapped := cnt.n.Load(), make(chan int64, 1)
 	time.AfterFunc(time.Until(end), func() { snapped <- cnt.n.Load() })
 	for i, l := range lockers {
+		excl := excl(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,7 +105,7 @@ func contend(lockers []locker, lp loop, excl exclusion, end time.Time, cnt *coun
 				if err != nil {
 					mu.Lock()
 					if ctx.Err() != nil {
-						out.Unfinished = append(out.Unfinished, called.UnixNano())
+						out.Unfinished = append(out.Unfinished, acq{Worker: lp.base + i, Called: called.UnixNano()})
 					} else {
 						out.Errors++
 						if out.ErrSample == "" {

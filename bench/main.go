@@ -14,7 +14,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
+
+	"github.com/go-dlock/dlock"
 )
 
 // report is everything one run measured, as written to -out.
@@ -25,6 +28,7 @@ type report struct {
 	Contention  []contentionRow   `json:"contention"`
 	OwnKeys     []ownKeysRow      `json:"own_keys"`
 	Waiters     []waitersRow      `json:"blocked_waiters"`
+	RWMix       []rwMixRow        `json:"rw_mix"`
 	Targets     []target          `json:"targets"`
 }
 
@@ -98,8 +102,10 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 	}
 	r.Settings["go-redis"] = fmt.Sprintf("one *redis.Client per peer and process, PoolSize %d, other options default", poolSize)
 
-	b.log("1/6 uncontended TryLock+Unlock (interleaved rounds)")
-	if r.Uncontended, err = b.uncontended(ps); err != nil {
+	b.log("1 uncontended TryLock+Unlock (interleaved rounds)")
+	diag := dlockMutexNoExpiry()
+	r.Settings[diag.name] = diag.settings
+	if r.Uncontended, err = b.uncontended(slices.Insert(slices.Clone(ps), 1, diag)); err != nil {
 		return nil, err
 	}
 	var blocking []peer
@@ -111,7 +117,7 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 	hold := loop{hold: time.Millisecond}
 	for _, n := range []int{8, 64} {
 		for _, p := range blocking {
-			b.log("2/6 contention, %d goroutines: %s", n, p.name)
+			b.log("2 contention, %d goroutines: %s", n, p.name)
 			row, err := b.contention("contention", p, 1, n, hold)
 			if err != nil {
 				return nil, err
@@ -120,7 +126,7 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 		}
 	}
 	for _, p := range blocking {
-		b.log("3/6 contention, 4 processes × 8 goroutines: %s", p.name)
+		b.log("3 contention, 4 processes × 8 goroutines: %s", p.name)
 		row, err := b.contention("contention", p, 4, 8, hold)
 		if err != nil {
 			return nil, err
@@ -128,7 +134,7 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 		r.Contention = append(r.Contention, row)
 	}
 	for _, p := range blocking {
-		b.log("4/6 wake-up: %s", p.name)
+		b.log("4 wake-up: %s", p.name)
 		row, err := b.contention("wake-up", p, 1, 8, loop{hold: time.Millisecond, away: 5 * time.Millisecond})
 		if err != nil {
 			return nil, err
@@ -136,12 +142,20 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 		r.Contention = append(r.Contention, row)
 	}
 	for _, p := range ps {
-		b.log("5/6 256 goroutines on keys of their own: %s", p.name)
+		b.log("5 256 goroutines on keys of their own: %s", p.name)
 		row, err := b.ownKeys(p, 256)
 		if err != nil {
 			return nil, err
 		}
 		r.OwnKeys = append(r.OwnKeys, row)
+	}
+	for _, mode := range []dlock.RWMode{dlock.PreferWriters, dlock.PreferReaders} {
+		b.log("7 RWMutex read mix, %s", mode)
+		row, err := b.rwMix(mode, 6, 2)
+		if err != nil {
+			return nil, err
+		}
+		r.RWMix = append(r.RWMix, row)
 	}
 	settle, window := 3*time.Second, 2*time.Second
 	if quick {
@@ -149,7 +163,7 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 	}
 	for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
 		p, _ := peerByName(name)
-		b.log("6/6 %d blocked waiters: %s", nWaiters, p.name)
+		b.log("6 %d blocked waiters: %s", nWaiters, p.name)
 		row, err := b.waiters(p, nWaiters, settle, window)
 		if err != nil {
 			return nil, err

@@ -90,3 +90,14 @@ func dlockSet() peer {
 			return dlockLock{s.Acquire, s.TryAcquire}, nil
 		})
 }
+
+// dlockMutexNoExpiry is a diagnostic for scenario 1 only: a Mutex whose
+// lease never expires has no watchdog goroutine to start and stop, so the
+// difference to dlock Mutex is what the watchdog costs per lease.
+func dlockMutexNoExpiry() peer {
+	return dlockPeer("dlock Mutex, WithNoExpiry (diagnostic)", "WithNoExpiry(): no TTL, so no watchdog goroutine per lease",
+		func(c *dlock.Client, key string) (locker, error) {
+			m := c.Mutex(key, dlock.WithNoExpiry())
+			return dlockLock{m.Lock, m.TryLock}, nil
+		})
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,7 +70,23 @@ func (s *server) stop() {
 // per command, pipelined or not. Connection handshakes are not counted.
 // Redis' own INFO commandstats would also count the commands that scripts
 // run, so the client side is where round trips are counted.
-type counter struct{ n atomic.Int64 }
+type counter struct {
+	n     atomic.Int64
+	names sync.Map // every command name sent
+}
+
+func (c *counter) add(cmd redis.Cmder) {
+	if !handshake[cmd.Name()] {
+		c.n.Add(1)
+		c.names.Store(cmd.Name(), true)
+	}
+}
+
+// sent reports whether the client sent a command called name.
+func (c *counter) sent(name string) bool {
+	_, ok := c.names.Load(name)
+	return ok
+}
 
 var handshake = map[string]bool{"hello": true, "client": true, "auth": true, "select": true}
 
@@ -77,9 +94,7 @@ func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !handshake[cmd.Name()] {
-			c.n.Add(1)
-		}
+		c.add(cmd)
 		return next(ctx, cmd)
 	}
 }
@@ -87,9 +102,7 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if !handshake[cmd.Name()] {
-				c.n.Add(1)
-			}
+			c.add(cmd)
 		}
 		return next(ctx, cmds)
 	}
@@ -129,4 +142,29 @@ func pingRTT(ctx context.Context, rdb *redis.Client, n int) ([]time.Duration, er
 		d = append(d, time.Since(t))
 	}
 	return d, nil
+}
+
+// commandUsec is the time Redis has spent running the commands that cnt's
+// client sends, in µs (INFO commandstats). Only those: commands run inside
+// scripts are listed too, and their time is already the script's.
+func commandUsec(ctx context.Context, admin *redis.Client, cnt *counter) float64 {
+	info, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, stats, ok := strings.Cut(line, ":")
+		name, cmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !cmd || !cnt.sent(name) {
+			continue
+		}
+		for _, f := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				total += n
+			}
+		}
+	}
+	return total
 }

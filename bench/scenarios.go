@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -56,11 +57,30 @@ func (in *instance) lockers(n int, key string) ([]locker, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if err := warmPool(ctx, in.rdb, n); err != nil {
+		return nil, err
+	}
 	unlock, err := ls[0].Lock(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("warm-up lock: %w", err)
 	}
 	return ls, unlock(ctx)
+}
+
+// warmPool opens up to n pooled connections at once, so that no run
+// pays for dialing them.
+func warmPool(ctx context.Context, rdb *redis.Client, n int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, min(n, poolSize))
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = rdb.Ping(ctx).Err()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // uncontendedRow is scenario 1: one goroutine, TryLock (or Lock) then
@@ -73,10 +93,12 @@ type uncontendedRow struct {
 	P50      float64 `json:"p50_us"`
 	P99      float64 `json:"p99_us"`
 	RTPerOp  float64 `json:"round_trips_per_pair"`
+	RedisUS  float64 `json:"redis_us_per_pair"` // Redis' own time, INFO commandstats
 	Errors   int     `json:"errors"`
 	lat      []time.Duration
 	busy     time.Duration
 	commands int64
+	redis    float64
 }
 
 // uncontended runs scenario 1 in interleaved rounds, so that a change
@@ -111,7 +133,7 @@ func (b *bench) uncontended(ps []peer) ([]uncontendedRow, error) {
 	ctx := context.Background()
 	for range rounds {
 		for _, s := range subs {
-			before := s.in.cnt.n.Load()
+			before, usec0 := s.in.cnt.n.Load(), commandUsec(ctx, b.admin, s.in.cnt)
 			t0 := time.Now()
 			for range perRound {
 				t := time.Now()
@@ -131,6 +153,7 @@ func (b *bench) uncontended(ps []peer) ([]uncontendedRow, error) {
 			}
 			s.row.busy += time.Since(t0)
 			s.row.commands += s.in.cnt.n.Load() - before
+			s.row.redis += commandUsec(ctx, b.admin, s.in.cnt) - usec0
 		}
 	}
 	rows := make([]uncontendedRow, len(subs))
@@ -139,6 +162,7 @@ func (b *bench) uncontended(ps []peer) ([]uncontendedRow, error) {
 		r.Pairs = len(r.lat)
 		r.OpsSec = float64(r.Pairs) / r.busy.Seconds()
 		r.RTPerOp = float64(r.commands) / float64(rounds*perRound)
+		r.RedisUS = r.redis / float64(rounds*perRound)
 		r.P50, r.P99 = us(percentile(r.lat, 50)), us(percentile(r.lat, 99))
 		rows[i] = *r
 	}
@@ -154,9 +178,28 @@ type contentionRow struct {
 	HoldMs     float64 `json:"hold_ms"`
 	AwayMs     float64 `json:"away_ms"`
 	Seconds    float64 `json:"seconds"`
-	PingP50    float64 `json:"ping_p50_us,omitempty"`
+	PingP50    float64 `json:"ping_p50_us,omitempty"`        // idle, just before the run
+	PingLoaded float64 `json:"ping_loaded_p50_us,omitempty"` // every 2ms during the run
 	contention
 }
+
+// pingUntil sends a PING every 2ms on a client of its own until end and
+// returns the round trips: the floor under the same load as the run.
+func pingUntil(addr string, end time.Time) []time.Duration {
+	rdb := newClient(addr, nil)
+	defer rdb.Close()
+	var d []time.Duration
+	for time.Now().Before(end) {
+		t := time.Now()
+		if rdb.Ping(context.Background()).Err() == nil {
+			d = append(d, time.Since(t))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return d
+}
+
+func (in *instance) addr() string { return in.rdb.Options().Addr }
 
 // contention runs one lock shared by procs processes × n goroutines.
 func (b *bench) contention(scenario string, p peer, procs, n int, lp loop) (contentionRow, error) {
@@ -180,7 +223,15 @@ func (b *bench) contention(scenario string, p peer, procs, n int, lp loop) (cont
 	var end time.Time
 	if procs == 1 {
 		end = time.Now().Add(b.dur)
-		outs = append(outs, contend(ls, lp, &holders{}, end, in.cnt))
+		var pings chan []time.Duration
+		if scenario == "wake-up" {
+			pings = make(chan []time.Duration, 1)
+			go func() { pings <- pingUntil(in.addr(), end) }()
+		}
+		outs = append(outs, contend(ls, lp, one(&holders{}), end, in.cnt))
+		if pings != nil {
+			row.PingLoaded = us(percentile(<-pings, 50))
+		}
 	} else {
 		outs, end, err = b.children(p, key, procs, n, lp)
 		if err != nil {
@@ -224,7 +275,7 @@ func (b *bench) ownKeys(p peer, n int) (ownKeysRow, error) {
 		}
 		ls[i] = l[0]
 	}
-	out := contend(ls, loop{}, nobody{}, time.Now().Add(b.dur), in.cnt)
+	out := contend(ls, loop{}, one(nobody{}), time.Now().Add(b.dur), in.cnt)
 	row.OpsSec = float64(len(out.Acqs)) / b.dur.Seconds()
 	if len(out.Acqs) > 0 {
 		row.RTPerOp = float64(out.Commands) / float64(len(out.Acqs))
@@ -349,7 +400,8 @@ func namedClients(ctx context.Context, admin *redis.Client, name string, window 
 		}
 		var idle int
 		fmt.Sscan(f["idle"], &idle)
-		if time.Duration(idle)*time.Second < window {
+		// idle is in whole seconds.
+		if time.Duration(idle)*time.Second <= window {
 			active++
 		}
 	}

@@ -50,6 +50,7 @@ type contention struct {
 	GapP99       float64 `json:"handoff_gap_p99_us"`
 	RTPerAcq     float64 `json:"round_trips_per_acq"`
 	SameHolder   float64 `json:"same_holder_share"`
+	Handoffs     float64 `json:"handoff_share"` // share taken by a caller already waiting at the previous release
 	LongestWait  float64 `json:"longest_wait_ms"`
 	Jain         float64 `json:"jain"`
 	Violations   int64   `json:"overlap_violations"`
@@ -58,9 +59,9 @@ type contention struct {
 }
 
 // summarize reads a run of secs seconds: acquisitions as taken by
-// workers goroutines (numbered 0..workers-1), unfinished the start times
-// of Lock calls still waiting at the end, commands the commands sent.
-func summarize(as []acq, workers int, unfinished []int64, end int64, secs float64, commands int64) contention {
+// workers goroutines (numbered 0..workers-1), unfinished the Lock calls
+// still waiting at the end, commands the commands sent.
+func summarize(as []acq, workers int, unfinished []acq, end int64, secs float64, commands int64) contention {
 	slices.SortFunc(as, func(a, b acq) int { return int(a.Acquired - b.Acquired) })
 	c := contention{Acquisitions: len(as), PerSec: float64(len(as)) / secs}
 	if len(as) > 0 {
@@ -69,7 +70,7 @@ func summarize(as []acq, workers int, unfinished []int64, end int64, secs float6
 	counts := make([]int, workers)
 	gaps := make([]time.Duration, 0, len(as))
 	var held, longest int64
-	same := 0
+	same, handoffs := 0, 0
 	for i, a := range as {
 		counts[a.Worker]++
 		held += a.Released - a.Acquired
@@ -81,18 +82,22 @@ func summarize(as []acq, workers int, unfinished []int64, end int64, secs float6
 			if a.Worker == as[i-1].Worker {
 				same++
 			}
+			if a.Called < as[i-1].Released {
+				handoffs++
+			}
 		}
 	}
 	// A Lock still waiting when the run ended has waited at least this
 	// long: a starved waiter must not go unseen.
-	for _, called := range unfinished {
-		longest = max(longest, end-called)
+	for _, u := range unfinished {
+		longest = max(longest, end-u.Called)
 	}
 	if len(as) > 0 {
 		c.Ceiling = float64(time.Second) / (float64(held) / float64(len(as)))
 	}
 	if len(as) > 1 {
 		c.SameHolder = float64(same) / float64(len(as)-1)
+		c.Handoffs = float64(handoffs) / float64(len(as)-1)
 	}
 	c.GapP50 = us(percentile(gaps, 50))
 	c.GapP99 = us(percentile(gaps, 99))

@@ -44,12 +44,15 @@ func TestSummarize(t *testing.T) {
 		{Worker: 0, Called: 0, Acquired: 0, Released: 1 * ms},
 		{Worker: 1, Called: 3 * ms, Acquired: 4 * ms, Released: 5 * ms},
 	}
-	c := summarize(as, 2, []int64{0}, 10*ms, 1, 9)
+	c := summarize(as, 2, []acq{{Worker: 0, Called: 0}}, 10*ms, 1, 9)
 	if c.Acquisitions != 3 || c.RTPerAcq != 3 {
 		t.Errorf("acquisitions %d, rt/acq %v", c.Acquisitions, c.RTPerAcq)
 	}
 	if c.GapP50 != 1000 || c.GapP99 != 1000 {
 		t.Errorf("gaps p50 %v p99 %v, want 1000µs", c.GapP50, c.GapP99)
+	}
+	if c.Handoffs != 0.5 {
+		t.Errorf("handoffs %v, want 0.5", c.Handoffs)
 	}
 	if c.SameHolder != 0.5 {
 		t.Errorf("same holder %v, want 0.5", c.SameHolder)
