@@ -198,13 +198,13 @@ func printReport(w io.Writer, r *report) {
 
 	fmt.Fprintln(w, "### 2–3. One lock, every holder holds it 1 ms and asks again at once")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| Library | procs×goroutines | acq/s (ceiling) | hand-off gap p50 / p99 µs | round trips/acq | same holder again | longest wait ms | Jain | overlaps | errors |")
+	fmt.Fprintln(w, "| Library | procs×goroutines | acq/s (ceiling) | hand-off gap p50 / p99 µs | round trips/acq | same holder again | wait p99 / longest ms | Jain | overlaps | errors |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.Contention {
 		if c.Scenario == "contention" {
-			fmt.Fprintf(w, "| %s | %d×%d | %.0f (%.0f) | %.0f / %.0f | %.2f | %.0f%% | %.0f | %.3f | %d | %d |\n",
+			fmt.Fprintf(w, "| %s | %d×%d | %.0f (%.0f) | %.0f / %.0f | %.2f | %.0f%% | %.0f / %.0f | %.3f | %d | %d |\n",
 				c.Peer, c.Processes, c.Goroutines, c.PerSec, c.Ceiling, c.GapP50, c.GapP99, c.RTPerAcq,
-				c.SameHolder*100, c.LongestWait, c.Jain, c.Violations, c.Errors)
+				c.SameHolder*100, c.WaitP99, c.LongestWait, c.Jain, c.Violations, c.Errors)
 		}
 	}
 	fmt.Fprintln(w)

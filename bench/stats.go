@@ -51,7 +51,9 @@ type contention struct {
 	RTPerAcq     float64 `json:"round_trips_per_acq"`
 	SameHolder   float64 `json:"same_holder_share"`
 	Handoffs     float64 `json:"handoff_share"` // share taken by a caller already waiting at the previous release
+	WaitP99      float64 `json:"wait_p99_ms"`   // of the Lock calls that returned
 	LongestWait  float64 `json:"longest_wait_ms"`
+	LongestAt    float64 `json:"longest_wait_began_s"` // into the run
 	Jain         float64 `json:"jain"`
 	Violations   int64   `json:"overlap_violations"`
 	Errors       int     `json:"errors"`
@@ -69,12 +71,20 @@ func summarize(as []acq, workers int, unfinished []acq, end int64, secs float64,
 	}
 	counts := make([]int, workers)
 	gaps := make([]time.Duration, 0, len(as))
-	var held, longest int64
+	waits := make([]time.Duration, 0, len(as))
+	var held, longest, longestAt int64
+	first := end
+	for _, a := range append(as[:len(as):len(as)], unfinished...) {
+		first = min(first, a.Called)
+	}
 	same, handoffs := 0, 0
 	for i, a := range as {
 		counts[a.Worker]++
 		held += a.Released - a.Acquired
-		longest = max(longest, a.Acquired-a.Called)
+		if a.Acquired-a.Called > longest {
+			longest, longestAt = a.Acquired-a.Called, a.Called
+		}
+		waits = append(waits, time.Duration(a.Acquired-a.Called))
 		if i > 0 {
 			// The next grant may reach its caller before the release's
 			// reply reaches the releaser: count that as no gap.
@@ -90,7 +100,9 @@ func summarize(as []acq, workers int, unfinished []acq, end int64, secs float64,
 	// A Lock still waiting when the run ended has waited at least this
 	// long: a starved waiter must not go unseen.
 	for _, u := range unfinished {
-		longest = max(longest, end-u.Called)
+		if end-u.Called > longest {
+			longest, longestAt = end-u.Called, u.Called
+		}
 	}
 	if len(as) > 0 {
 		c.Ceiling = float64(time.Second) / (float64(held) / float64(len(as)))
@@ -101,7 +113,9 @@ func summarize(as []acq, workers int, unfinished []acq, end int64, secs float64,
 	}
 	c.GapP50 = us(percentile(gaps, 50))
 	c.GapP99 = us(percentile(gaps, 99))
+	c.WaitP99 = ms(percentile(waits, 99))
 	c.LongestWait = float64(longest) / 1e6
+	c.LongestAt = float64(longestAt-first) / 1e9
 	c.Jain = jain(counts)
 	return c
 }
