@@ -15,6 +15,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-dlock/dlock"
@@ -46,6 +48,7 @@ func main() {
 	dur := flag.Duration("duration", 0, "length of each contention run (default 4s, 1s with -quick)")
 	waiters := flag.Int("waiters", 0, "blocked waiters in scenario 6 (default 10000, 2000 with -quick)")
 	bin := flag.String("redis-server", "redis-server", "the redis-server binary to start")
+	only := flag.String("only", "1,2,3,4,5,6,7", "the scenarios to run, by number")
 	flag.Parse()
 	if *dur == 0 {
 		*dur = 4 * time.Second
@@ -59,7 +62,16 @@ func main() {
 			*waiters = 2_000
 		}
 	}
-	r, err := run(*bin, *dur, *quick, *waiters)
+	want := map[int]bool{}
+	for _, f := range strings.Split(*only, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 7 {
+			fmt.Fprintf(os.Stderr, "bench: -only %q: want scenario numbers 1 to 7\n", *only)
+			os.Exit(2)
+		}
+		want[n] = true
+	}
+	r, err := run(*bin, *dur, *quick, *waiters, want)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -84,7 +96,7 @@ func main() {
 	}
 }
 
-func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, error) {
+func run(bin string, dur time.Duration, quick bool, nWaiters int, want map[int]bool) (*report, error) {
 	srv, err := startServer(bin)
 	if err != nil {
 		return nil, err
@@ -102,11 +114,13 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 	}
 	r.Settings["go-redis"] = fmt.Sprintf("one *redis.Client per peer and process, PoolSize %d, other options default", poolSize)
 
-	b.log("1 uncontended TryLock+Unlock (interleaved rounds)")
-	diag := dlockMutexNoExpiry()
-	r.Settings[diag.name] = diag.settings
-	if r.Uncontended, err = b.uncontended(slices.Insert(slices.Clone(ps), 1, diag)); err != nil {
-		return nil, err
+	if want[1] {
+		b.log("1 uncontended TryLock+Unlock (interleaved rounds)")
+		diag := dlockMutexNoExpiry()
+		r.Settings[diag.name] = diag.settings
+		if r.Uncontended, err = b.uncontended(slices.Insert(slices.Clone(ps), 1, diag)); err != nil {
+			return nil, err
+		}
 	}
 	var blocking []peer
 	for _, p := range ps {
@@ -114,34 +128,36 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 			blocking = append(blocking, p)
 		}
 	}
-	hold := loop{hold: time.Millisecond}
-	for _, n := range []int{8, 64} {
+	// contended runs one contention configuration for every blocking peer.
+	contended := func(n int, scenario, what string, procs, goroutines int, lp loop) error {
+		if !want[n] {
+			return nil
+		}
 		for _, p := range blocking {
-			b.log("2 contention, %d goroutines: %s", n, p.name)
-			row, err := b.contention("contention", p, 1, n, hold)
+			b.log("%d %s: %s", n, what, p.name)
+			row, err := b.contention(scenario, p, procs, goroutines, lp)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			r.Contention = append(r.Contention, row)
 		}
+		return nil
 	}
-	for _, p := range blocking {
-		b.log("3 contention, 4 processes × 8 goroutines: %s", p.name)
-		row, err := b.contention("contention", p, 4, 8, hold)
+	hold := loop{hold: time.Millisecond}
+	for _, err := range []error{
+		contended(2, "contention", "contention, 8 goroutines", 1, 8, hold),
+		contended(2, "contention", "contention, 64 goroutines", 1, 64, hold),
+		contended(3, "contention", "contention, 4 processes × 8 goroutines", 4, 8, hold),
+		contended(4, "wake-up", "wake-up", 1, 8, loop{hold: time.Millisecond, away: 5 * time.Millisecond}),
+	} {
 		if err != nil {
 			return nil, err
 		}
-		r.Contention = append(r.Contention, row)
-	}
-	for _, p := range blocking {
-		b.log("4 wake-up: %s", p.name)
-		row, err := b.contention("wake-up", p, 1, 8, loop{hold: time.Millisecond, away: 5 * time.Millisecond})
-		if err != nil {
-			return nil, err
-		}
-		r.Contention = append(r.Contention, row)
 	}
 	for _, p := range ps {
+		if !want[5] {
+			break
+		}
 		b.log("5 256 goroutines on keys of their own: %s", p.name)
 		row, err := b.ownKeys(p, 256)
 		if err != nil {
@@ -150,6 +166,9 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 		r.OwnKeys = append(r.OwnKeys, row)
 	}
 	for _, mode := range []dlock.RWMode{dlock.PreferWriters, dlock.PreferReaders} {
+		if !want[7] {
+			break
+		}
 		b.log("7 RWMutex read mix, %s", mode)
 		row, err := b.rwMix(mode, 6, 2)
 		if err != nil {
@@ -162,6 +181,9 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int) (*report, erro
 		settle, window = 2*time.Second, time.Second
 	}
 	for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
+		if !want[6] {
+			break
+		}
 		p, _ := peerByName(name)
 		b.log("6 %d blocked waiters: %s", nWaiters, p.name)
 		row, err := b.waiters(p, nWaiters, settle, window)

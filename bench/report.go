@@ -125,7 +125,8 @@ func targets(r *report) []target {
 		cycle := 1000 / f.PerSec // ms per hold-and-hand-off
 		bound := float64(k.procs*k.n-1+2) * cycle
 		add(f.LongestWait <= bound, "FairMutex longest wait ≤ (waiters+2) × cycle, "+where,
-			"%.1f ms vs bound %.1f ms (cycle %.2f ms)", f.LongestWait, bound, cycle)
+			"%.1f ms vs bound %.1f ms (cycle %.2f ms = 1 s / acq/s); median wait %.1f cycles, p99 %.1f; at most %d others served during one wait (%d other waiters)",
+			f.LongestWait, bound, cycle, f.WaitP50/cycle, f.WaitP99/cycle, f.MostPassed, k.procs*k.n-1)
 		var worst []string
 		met := true
 		for name, c := range g {
@@ -198,13 +199,13 @@ func printReport(w io.Writer, r *report) {
 
 	fmt.Fprintln(w, "### 2–3. One lock, every holder holds it 1 ms and asks again at once")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| Library | procs×goroutines | acq/s (ceiling) | hand-off gap p50 / p99 µs | round trips/acq | same holder again | wait p99 / longest ms | Jain | overlaps | errors |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| Library | procs×goroutines | acq/s (ceiling) | hand-off gap p50 / p99 µs | round trips/acq | same holder again | wait p50 / p99 / longest ms | most served during one wait | Jain | overlaps | errors |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.Contention {
 		if c.Scenario == "contention" {
-			fmt.Fprintf(w, "| %s | %d×%d | %.0f (%.0f) | %.0f / %.0f | %.2f | %.0f%% | %.0f / %.0f | %.3f | %d | %d |\n",
+			fmt.Fprintf(w, "| %s | %d×%d | %.0f (%.0f) | %.0f / %.0f | %.2f | %.0f%% | %.1f / %.0f / %.0f | %d | %.3f | %d | %d |\n",
 				c.Peer, c.Processes, c.Goroutines, c.PerSec, c.Ceiling, c.GapP50, c.GapP99, c.RTPerAcq,
-				c.SameHolder*100, c.WaitP99, c.LongestWait, c.Jain, c.Violations, c.Errors)
+				c.SameHolder*100, c.WaitP50, c.WaitP99, c.LongestWait, c.MostPassed, c.Jain, c.Violations, c.Errors)
 		}
 	}
 	fmt.Fprintln(w)
@@ -233,11 +234,11 @@ func printReport(w io.Writer, r *report) {
 	if len(r.Waiters) > 0 {
 		fmt.Fprintf(w, "### 6. %d goroutines, each blocked on its own held lock\n\n", r.Waiters[0].Waiters)
 	}
-	fmt.Fprintln(w, "| Library | still blocked | connections (subscriber / active) | commands/s while blocked | HeapInuse Δ MiB | per waiter KiB | Sys Δ MiB | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| Library | still blocked | connections (subscriber / active) | commands/s while blocked | HeapInuse Δ MiB | per waiter KiB | StackInuse Δ MiB | Sys Δ MiB | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.Waiters {
-		fmt.Fprintf(w, "| %s | %d | %d (%d / %d) | %.0f | %.1f | %.2f | %.1f | %d |\n",
-			x.Peer, x.Blocked, x.Conns, x.SubConns, x.Active, x.CmdsSec, x.HeapInuse, x.PerWaiter, x.Sys, x.Errors)
+		fmt.Fprintf(w, "| %s | %d | %d (%d / %d) | %.0f | %.1f | %.2f | %.1f | %.1f | %d |\n",
+			x.Peer, x.Blocked, x.Conns, x.SubConns, x.Active, x.CmdsSec, x.HeapInuse, x.PerWaiter, x.Stack, x.Sys, x.Errors)
 	}
 	fmt.Fprintln(w)
 

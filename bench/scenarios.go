@@ -295,6 +295,7 @@ type waitersRow struct {
 	Active    int     `json:"connections_active_in_window"`
 	CmdsSec   float64 `json:"commands_per_sec_while_blocked"`
 	HeapInuse float64 `json:"heap_inuse_delta_mib"`
+	Stack     float64 `json:"stack_inuse_delta_mib"`
 	Sys       float64 `json:"sys_delta_mib"`
 	PerWaiter float64 `json:"heap_inuse_per_waiter_kib"`
 	Errors    int     `json:"errors"`
@@ -334,6 +335,9 @@ func (b *bench) waiters(p peer, n int, settle, window time.Duration) (waitersRow
 	}
 	defer parallel(n, func(i int) { unlocks[i](ctx) })
 
+	// The runtime keeps memory it once had: grow it once for n goroutines
+	// first, so that Sys does not depend on which peer came first.
+	spawn(n)
 	var before, during runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -371,6 +375,7 @@ func (b *bench) waiters(p peer, n int, settle, window time.Duration) (waitersRow
 	runtime.GC()
 	runtime.ReadMemStats(&during)
 	row.HeapInuse = mib(int64(during.HeapInuse) - int64(before.HeapInuse))
+	row.Stack = mib(int64(during.StackInuse) - int64(before.StackInuse))
 	row.Sys = mib(int64(during.Sys) - int64(before.Sys))
 	row.PerWaiter = float64(int64(during.HeapInuse)-int64(before.HeapInuse)) / 1024 / float64(n)
 	var err error
@@ -381,6 +386,21 @@ func (b *bench) waiters(p peer, n int, settle, window time.Duration) (waitersRow
 	row.ErrSample = errSample
 	mu.Unlock()
 	return row, err
+}
+
+// spawn starts n goroutines that block on a channel, then ends them.
+func spawn(n int) {
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-stop
+		}()
+	}
+	close(stop)
+	wg.Wait()
 }
 
 // namedClients counts the connections called name: all, those in

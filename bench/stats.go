@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -51,9 +52,13 @@ type contention struct {
 	RTPerAcq     float64 `json:"round_trips_per_acq"`
 	SameHolder   float64 `json:"same_holder_share"`
 	Handoffs     float64 `json:"handoff_share"` // share taken by a caller already waiting at the previous release
-	WaitP99      float64 `json:"wait_p99_ms"`   // of the Lock calls that returned
+	WaitP50      float64 `json:"wait_p50_ms"`   // of the Lock calls that returned
+	WaitP99      float64 `json:"wait_p99_ms"`
 	LongestWait  float64 `json:"longest_wait_ms"`
 	LongestAt    float64 `json:"longest_wait_began_s"` // into the run
+	// MostPassed is the most acquisitions granted to others while one
+	// Lock call waited: at most the number of other waiters under FIFO.
+	MostPassed int `json:"most_passed"`
 	Jain         float64 `json:"jain"`
 	Violations   int64   `json:"overlap_violations"`
 	Errors       int     `json:"errors"`
@@ -81,6 +86,9 @@ func summarize(as []acq, workers int, unfinished []acq, end int64, secs float64,
 	for i, a := range as {
 		counts[a.Worker]++
 		held += a.Released - a.Acquired
+		// as is sorted by Acquired: those granted while a waited.
+		passed := i - sort.Search(i, func(j int) bool { return as[j].Acquired > a.Called })
+		c.MostPassed = max(c.MostPassed, passed)
 		if a.Acquired-a.Called > longest {
 			longest, longestAt = a.Acquired-a.Called, a.Called
 		}
@@ -113,7 +121,7 @@ func summarize(as []acq, workers int, unfinished []acq, end int64, secs float64,
 	}
 	c.GapP50 = us(percentile(gaps, 50))
 	c.GapP99 = us(percentile(gaps, 99))
-	c.WaitP99 = ms(percentile(waits, 99))
+	c.WaitP50, c.WaitP99 = ms(percentile(waits, 50)), ms(percentile(waits, 99))
 	c.LongestWait = float64(longest) / 1e6
 	c.LongestAt = float64(longestAt-first) / 1e9
 	c.Jain = jain(counts)

@@ -51,6 +51,9 @@ func TestSummarize(t *testing.T) {
 	if c.GapP50 != 1000 || c.GapP99 != 1000 {
 		t.Errorf("gaps p50 %v p99 %v, want 1000µs", c.GapP50, c.GapP99)
 	}
+	if c.MostPassed != 1 {
+		t.Errorf("most passed %d, want 1", c.MostPassed)
+	}
 	if c.Handoffs != 0.5 {
 		t.Errorf("handoffs %v, want 0.5", c.Handoffs)
 	}
