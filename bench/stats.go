@@ -58,11 +58,11 @@ type contention struct {
 	LongestAt    float64 `json:"longest_wait_began_s"` // into the run
 	// MostPassed is the most acquisitions granted to others while one
 	// Lock call waited: at most the number of other waiters under FIFO.
-	MostPassed int `json:"most_passed"`
-	Jain         float64 `json:"jain"`
-	Violations   int64   `json:"overlap_violations"`
-	Errors       int     `json:"errors"`
-	ErrorSample  string  `json:"error_sample,omitempty"`
+	MostPassed  int     `json:"most_passed"`
+	Jain        float64 `json:"jain"`
+	Violations  int64   `json:"overlap_violations"`
+	Errors      int     `json:"errors"`
+	ErrorSample string  `json:"error_sample,omitempty"`
 }
 
 // summarize reads a run of secs seconds: acquisitions as taken by

@@ -40,7 +40,7 @@ func TestJain(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	ms := int64(time.Millisecond)
 	as := []acq{
-		{Worker: 1, Called: 0, Acquired: 2 * ms, Released: 3 * ms},
+		{Worker: 1, Called: -1, Acquired: 2 * ms, Released: 3 * ms}, // waited while worker 0 was served
 		{Worker: 0, Called: 0, Acquired: 0, Released: 1 * ms},
 		{Worker: 1, Called: 3 * ms, Acquired: 4 * ms, Released: 5 * ms},
 	}
