@@ -45,13 +45,13 @@ func main() {
 	out := flag.String("out", "results.json", "where to write the JSON report (empty: nowhere)")
 	md := flag.String("md", "", "also write the markdown report to this file")
 	quick := flag.Bool("quick", false, "short run: 1s per contention run, 2,000 blocked waiters")
-	dur := flag.Duration("duration", 0, "length of each contention run (default 4s, 1s with -quick)")
+	dur := flag.Duration("duration", 0, "length of each contention run (default 5s, 1s with -quick)")
 	waiters := flag.Int("waiters", 0, "blocked waiters in scenario 6 (default 10000, 2000 with -quick)")
 	bin := flag.String("redis-server", "redis-server", "the redis-server binary to start")
 	only := flag.String("only", "1,2,3,4,5,6,7", "the scenarios to run, by number")
 	flag.Parse()
 	if *dur == 0 {
-		*dur = 4 * time.Second
+		*dur = 5 * time.Second
 		if *quick {
 			*dur = time.Second
 		}
@@ -116,9 +116,10 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int, want map[int]b
 
 	if want[1] {
 		b.log("1 uncontended TryLock+Unlock (interleaved rounds)")
-		diag := dlockMutexNoExpiry()
-		r.Settings[diag.name] = diag.settings
-		if r.Uncontended, err = b.uncontended(slices.Insert(slices.Clone(ps), 1, diag)); err != nil {
+		diag, ping := dlockMutexNoExpiry(), pingPeer()
+		r.Settings[diag.name], r.Settings[ping.name] = diag.settings, ping.settings
+		subjects := append(slices.Insert(slices.Clone(ps), 1, diag), ping)
+		if r.Uncontended, err = b.uncontended(subjects); err != nil {
 			return nil, err
 		}
 	}

@@ -55,3 +55,26 @@ func (f floorLock) TryLock(ctx context.Context) (unlockFunc, error) {
 		return err
 	}, nil
 }
+
+// pingPeer is a diagnostic for scenario 1 only: two PINGs in place of a
+// lock and an unlock, the network and client floor under the protocol.
+func pingPeer() peer {
+	return peer{
+		name:     "2 × PING (diagnostic)",
+		settings: "PING in place of the lock, PING in place of the unlock: round trips only",
+		open: func(rdb *redis.Client) (func(string) (locker, error), func()) {
+			return func(string) (locker, error) { return pingLock{rdb}, nil }, func() {}
+		},
+	}
+}
+
+type pingLock struct{ rdb *redis.Client }
+
+func (p pingLock) Lock(ctx context.Context) (unlockFunc, error) { return p.TryLock(ctx) }
+
+func (p pingLock) TryLock(ctx context.Context) (unlockFunc, error) {
+	if err := p.rdb.Ping(ctx).Err(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return p.rdb.Ping(ctx).Err() }, nil
+}
