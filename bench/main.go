@@ -181,17 +181,24 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int, want map[int]b
 	if quick {
 		settle, window = 2*time.Second, time.Second
 	}
-	for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
-		if !want[6] {
-			break
+	// Two passes, the first not reported: the first run of this scenario
+	// in a process shows more memory (Sys most of all) whichever library
+	// runs it, as the runtime grows to 10,000 goroutines once.
+	for pass := range 2 {
+		for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
+			if !want[6] {
+				break
+			}
+			p, _ := peerByName(name)
+			b.log("6 %d blocked waiters, pass %d of 2: %s", nWaiters, pass+1, p.name)
+			row, err := b.waiters(p, nWaiters, settle, window)
+			if err != nil {
+				return nil, err
+			}
+			if pass == 1 {
+				r.Waiters = append(r.Waiters, row)
+			}
 		}
-		p, _ := peerByName(name)
-		b.log("6 %d blocked waiters: %s", nWaiters, p.name)
-		row, err := b.waiters(p, nWaiters, settle, window)
-		if err != nil {
-			return nil, err
-		}
-		r.Waiters = append(r.Waiters, row)
 	}
 	r.Env.LoadAfter = loadavg()
 	r.Targets = targets(r)

@@ -84,7 +84,7 @@ func targets(r *report) []target {
 	if floor.P50 > 0 {
 		ratio := mutex.P50 / floor.P50
 		add(ratio <= 1.10, "uncontended Mutex TryLock+Unlock p50 ≤ 1.10 × floor",
-			"%.0f µs vs floor %.0f µs: %.2f× (%+.0f%%)", mutex.P50, floor.P50, ratio, (ratio-1)*100)
+			"%.1f µs vs floor %.1f µs: %.3f× (%+.1f%%)", mutex.P50, floor.P50, ratio, (ratio-1)*100)
 	}
 	// Contention rows, grouped by configuration.
 	type config struct {

@@ -337,9 +337,6 @@ func (b *bench) waiters(p peer, n int, settle, window time.Duration) (waitersRow
 	}
 	defer parallel(n, func(i int) { unlocks[i](ctx) })
 
-	// The runtime keeps memory it once had: grow it once for n goroutines
-	// first, so that Sys does not depend on which peer came first.
-	spawn(n)
 	var before, during runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -388,21 +385,6 @@ func (b *bench) waiters(p peer, n int, settle, window time.Duration) (waitersRow
 	row.ErrSample = errSample
 	mu.Unlock()
 	return row, err
-}
-
-// spawn starts n goroutines that block on a channel, then ends them.
-func spawn(n int) {
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-stop
-		}()
-	}
-	close(stop)
-	wg.Wait()
 }
 
 // namedClients counts the connections called name: all, those in
