@@ -6,6 +6,6 @@
 bench:
 	cd bench && go run . -out results.json
 
-# A short run to try things out: about a minute; writes bench/quick.json.
+# A short run to try things out: under 2 minutes; writes bench/quick.json.
 bench-quick:
 	cd bench && go run . -quick -out quick.json
