@@ -1,0 +1,11 @@
+# Benchmarks live in bench/, a module of their own, so that the library's
+# go.mod gains no dependencies. See docs/benchmarks.md.
+.PHONY: bench bench-quick
+
+# The full run: a few minutes; writes bench/results.json.
+bench:
+	cd bench && go run . -out results.json
+
+# A short run to try things out: under 2 minutes; writes bench/quick.json.
+bench-quick:
+	cd bench && go run . -quick -out quick.json
