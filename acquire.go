@@ -26,6 +26,8 @@ type attempt struct {
 	holder uint64
 	// member is the MutexSet member taken, when ok.
 	member string
+	// asked marks, on a Redlock client, the nodes that may hold a share.
+	asked []bool
 }
 
 // acquisition is how one primitive tries to take a lock, for the shared

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -56,10 +57,18 @@ func (c *Client) Close() error {
 	if c.hub != nil {
 		errs = append(errs, c.hub.Close())
 	}
-	for _, n := range c.nodes {
-		errs = append(errs, n.hub.Close())
+	// In parallel: closing a hub may wait for a dial to a node that is down.
+	nodeErrs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodeErrs[i] = n.hub.Close()
+		}()
 	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return errors.Join(append(errs, nodeErrs...)...)
 }
 
 // oneDeployment fails, with ErrUnsupported, on a Redlock client: what

@@ -69,6 +69,13 @@ type reply[T any] struct {
 // then counts as failed, and its call finishes in the background. A
 // resting node is not asked.
 func fanOut[T any](ctx context.Context, nodes []*node, timeout time.Duration, op func(context.Context, *node) (T, error)) []reply[T] {
+	return fanOutTo(ctx, nodes, nil, timeout, op)
+}
+
+// fanOutTo is fanOut on the nodes marked in only, resting or not (nil: on
+// every node that is not resting). A node not marked replies the zero
+// value: releases use it to reach exactly the nodes that may hold a share.
+func fanOutTo[T any](ctx context.Context, nodes []*node, only []bool, timeout time.Duration, op func(context.Context, *node) (T, error)) []reply[T] {
 	type indexed struct {
 		i int
 		reply[T]
@@ -78,7 +85,11 @@ func fanOut[T any](ctx context.Context, nodes []*node, timeout time.Duration, op
 	results := make(chan indexed, len(nodes))
 	pending := 0
 	for i, n := range nodes {
-		if !n.ready() {
+		switch {
+		case only != nil && !only[i]:
+			done[i] = true
+			continue
+		case only == nil && !n.ready():
 			out[i].err, done[i] = errNodeResting, true
 			continue
 		}

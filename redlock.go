@@ -83,6 +83,9 @@ func clockDrift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
+// redlockMinTTL is the shortest lease a Redlock client accepts.
+const redlockMinTTL = 10 * time.Millisecond
+
 // splitPause is the longest random pause before trying again after a
 // split vote, when no lease holds a majority: callers that collided then
 // try again at different times.
@@ -100,8 +103,13 @@ type redlockMutex struct {
 
 func newRedlockMutex(q queued) *redlockMutex {
 	r := &redlockMutex{c: q.c, name: q.name, cfg: q.cfg, err: q.err}
-	if r.err == nil && r.cfg.ttl == 0 {
+	switch {
+	case r.err != nil:
+	case r.cfg.ttl == 0:
 		r.err = fmt.Errorf("%w: a Redlock lease must expire (WithNoExpiry)", ErrInvalid)
+	case r.cfg.ttl < redlockMinTTL:
+		// Below it, the margin and the drift allowance leave no validity.
+		r.err = fmt.Errorf("%w: TTL %v is below Redlock's minimum %v", ErrInvalid, r.cfg.ttl, redlockMinTTL)
 	}
 	r.kl = []string{q.keys.Key(), q.keys.Part("fence")}
 	r.ch = q.keys.Channel()
@@ -119,9 +127,11 @@ func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) 
 		channel: r.ch,
 		try:     r.try,
 		grant: func(tok string, a attempt, sent time.Time) *Lease {
-			return newLease(r.name, tok, a.fence, &redlockLease{r: r, fence: a.fence}, r.cfg, sent)
+			return newLease(r.name, tok, a.fence, &redlockLease{r: r, fence: a.fence, asked: a.asked}, r.cfg, sent)
 		},
-		leave:   func(ctx context.Context, tok string) { r.releaseAll(ctx, tok, 0) },
+		// A caller that gives up may hold a share whose reply it missed,
+		// on any node.
+		leave:   func(ctx context.Context, tok string) { r.releaseAll(ctx, tok, 0, r.everyNode()) },
 		patient: true,
 	}, block)
 }
@@ -141,16 +151,21 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		fence   uint64
 		failed  []error
 		held    = map[uint64][]time.Duration{} // holder id -> its shares' time left
+		// asked marks the nodes that may hold a share now: those that
+		// granted it, and those asked whose answer never came.
+		asked = make([]bool, n)
 	)
-	for _, rp := range replies {
+	for i, rp := range replies {
 		if rp.err != nil {
 			failed = append(failed, rp.err)
+			asked[i] = rp.err != errNodeResting
 			continue
 		}
 		v := rp.val
 		switch {
 		case len(v) >= 2 && toInt(v[0]) == 1:
 			granted++
+			asked[i] = true
 			fence = max(fence, uint64(toInt(v[1])))
 		case len(v) >= 4:
 			holder, _ := strconv.ParseUint(fmt.Sprint(v[3]), 10, 64)
@@ -161,10 +176,10 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 	}
 	valid := watchdog.Deadline(start, ttl).Add(-clockDrift(ttl))
 	if granted >= q && time.Now().Before(valid) {
-		return attempt{ok: true, fence: fence}, nil
+		return attempt{ok: true, fence: fence, asked: asked}, nil
 	}
 	if granted > 0 || len(failed) > 0 {
-		r.releaseAll(ctx, tok, 0)
+		r.releaseAll(ctx, tok, 0, asked)
 	}
 	if len(failed) > n-q {
 		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
@@ -184,23 +199,41 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		slices.Sort(left)
 		return attempt{wait: left[len(left)-q], holder: holder}, nil
 	}
+	if len(left) > 0 && len(left)+len(failed) >= q {
+		// The holder may have a majority with nodes that did not answer:
+		// wait for its release (which wakes us) or its first share to run
+		// out, not the split-vote pause, which would poll the free nodes.
+		slices.Sort(left)
+		return attempt{wait: left[0], holder: holder}, nil
+	}
 	// No lease has a majority: callers split the vote, or one was granted
 	// too late. Try again after a random pause, so that those who collided
 	// try at different times.
 	return attempt{wait: rand.N(splitPause)}, nil
 }
 
-// releaseAll gives back tok's share on every node, whether or not it holds
-// one, with its own deadline: the caller's context may have ended. fence,
-// if not 0, is the lease's, to raise the nodes' fences to.
-func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64) []reply[bool] {
+// releaseAll gives back tok's share on the nodes marked in asked, with its
+// own deadline: the caller's context may have ended. fence, if not 0, is
+// the lease's, to raise the nodes' fences to.
+func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64, asked []bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
 	defer cancel()
-	return r.release(ctx, tok, fence)
+	r.release(ctx, tok, fence, asked)
 }
 
-func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64) []reply[bool] {
-	return fanOut(ctx, r.c.nodes, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
+// everyNode marks every node of the client.
+func (r *redlockMutex) everyNode() []bool {
+	all := make([]bool, len(r.c.nodes))
+	for i := range all {
+		all[i] = true
+	}
+	return all
+}
+
+// release gives back tok's share on the nodes marked in asked, resting or
+// not: those that may hold one.
+func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool) []reply[bool] {
+	return fanOutTo(ctx, r.c.nodes, asked, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
 		return redlockRelease.Run(ctx, n.rdb, r.kl, tok, fence, n.hub.PublishCommand(), r.ch).Bool()
 	})
 }
@@ -255,6 +288,12 @@ func (r *redlockMutex) status(ctx context.Context) (Status, error) {
 type redlockLease struct {
 	r     *redlockMutex
 	fence uint64
+	// asked marks the nodes that may hold a share: Unlock releases there,
+	// resting or not.
+	asked []bool
+	// released marks the nodes where a release took the lease's share,
+	// so that an Unlock tried again counts them (Lease serialises Unlock).
+	released []bool
 }
 
 var _ drifter = (*redlockLease)(nil)
@@ -267,8 +306,29 @@ func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duratio
 	}))
 }
 
+// release gives back the lease's share on every node. Once any share is
+// gone the lease cannot be trusted to hold a majority: if fewer than a
+// majority were released it is reported lost, never held.
 func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
-	return tally(l.r.release(ctx, tok, l.fence))
+	replies := l.r.release(ctx, tok, l.fence, l.asked)
+	if l.released == nil {
+		l.released = make([]bool, len(replies))
+	}
+	some := false
+	for i := range replies {
+		if replies[i].err == nil && replies[i].val {
+			l.released[i] = true
+		}
+		if l.released[i] {
+			replies[i] = reply[bool]{val: true}
+			some = true
+		}
+	}
+	ok, err := tally(replies)
+	if err != nil && some {
+		return false, nil
+	}
+	return ok, err
 }
 
 func (l *redlockLease) held(ctx context.Context, tok string) (bool, error) {

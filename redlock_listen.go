@@ -166,11 +166,15 @@ func (w *fanWaiter) Detached() bool {
 }
 
 func (w *fanWaiter) Close() {
+	// Closed first: a subscription that comes in from now on is not
+	// attached, so no forwarder starts that the Wait below would miss.
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 	w.stop()
 	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.closed = true
 	select {
 	case <-w.c:
 		// A wake-up nobody took: pass it on, as a node's waiter would.

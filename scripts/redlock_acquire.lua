@@ -9,11 +9,13 @@
 -- ARGV[4]  the lease's public id: tells other callers which of this
 --          node's holders are the same lease as on other nodes
 -- Returns  {1, fence} when taken here (also when this token holds it
---          already: go-redis may send a script again after a lost reply);
+--          already, from a lost reply or an earlier try of the same Lock:
+--          its expiry is then set anew, so the vote counts from this try);
 --          {0, ms the holder's lease has left here, holder's fence here,
 --           holder's id}.
 local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence', 'id')
 if holder[1] == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, tonumber(holder[2])}
 end
 if holder[1] then
