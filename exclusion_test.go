@@ -129,41 +129,49 @@ func TestExclusionProcesses(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
-			dir := t.TempDir()
-			log := filepath.Join(dir, "fences")
-			const procs = 3
-			cmds := make([]*exec.Cmd, procs)
-			outs := make([]strings.Builder, procs)
-			for i := range cmds {
-				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(),
-					helperEnv+"=contend",
-					"DLOCK_TEST_ADDR="+srv.Addr(),
-					"DLOCK_TEST_KIND="+kind,
-					"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
-					"DLOCK_TEST_LOG="+log,
-					"DLOCK_TEST_FOR=3s",
-					"DLOCK_TEST_GOROUTINES=4",
-				)
-				cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds[i] = cmd
-			}
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
-				}
-			}
-			fences := readFences(t, log)
-			if len(fences) < procs {
-				t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
-			}
-			checkIncreasing(t, fences)
-			t.Logf("%d acquisitions across %d processes", len(fences), procs)
+			runContenders(t, srv.Addr(), kind)
 		})
 	}
+}
+
+// runContenders runs 3 contender processes of 4 goroutines each for 3s on
+// the lock of the given kind at addr (for kind redlock, comma-separated
+// masters) and checks that they never overlapped and that fences rose.
+func runContenders(t *testing.T, addr, kind string) {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "fences")
+	const procs = 3
+	cmds := make([]*exec.Cmd, procs)
+	outs := make([]strings.Builder, procs)
+	for i := range cmds {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(),
+			helperEnv+"=contend",
+			"DLOCK_TEST_ADDR="+addr,
+			"DLOCK_TEST_KIND="+kind,
+			"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
+			"DLOCK_TEST_LOG="+log,
+			"DLOCK_TEST_FOR=3s",
+			"DLOCK_TEST_GOROUTINES=4",
+		)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
+		}
+	}
+	fences := readFences(t, log)
+	if len(fences) < procs {
+		t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
+	}
+	checkIncreasing(t, fences)
+	t.Logf("%d acquisitions across %d processes", len(fences), procs)
 }
 
 func readFences(t *testing.T, path string) []uint64 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -349,39 +348,7 @@ func TestRedlockExclusionProcesses(t *testing.T) {
 	for i, s := range srvs {
 		addrs[i] = s.Addr()
 	}
-	dir := t.TempDir()
-	log := filepath.Join(dir, "fences")
-	const procs = 3
-	cmds := make([]*exec.Cmd, procs)
-	outs := make([]strings.Builder, procs)
-	for i := range cmds {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			helperEnv+"=contend",
-			"DLOCK_TEST_ADDR="+strings.Join(addrs, ","),
-			"DLOCK_TEST_KIND=redlock",
-			"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
-			"DLOCK_TEST_LOG="+log,
-			"DLOCK_TEST_FOR=3s",
-			"DLOCK_TEST_GOROUTINES=4",
-		)
-		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[i] = cmd
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
-		}
-	}
-	fences := readFences(t, log)
-	if len(fences) < procs {
-		t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
-	}
-	checkIncreasing(t, fences)
-	t.Logf("%d acquisitions across %d processes", len(fences), procs)
+	runContenders(t, strings.Join(addrs, ","), "redlock")
 }
 
 // helperClient is the client of a contender process: DLOCK_TEST_ADDR is
