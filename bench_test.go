@@ -19,7 +19,12 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 	srv := redistest.Start(b)
 	c, _, cnt := newClient(b, srv)
 	ctx := context.Background()
-	m := c.Mutex("bench")
+	benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+}
+
+// benchTryLockUnlock times TryLock+Unlock pairs on m, after one to warm up
+// (scripts loaded, connections open), and reports the commands per pair.
+func benchTryLockUnlock(b *testing.B, ctx context.Context, m dlock.Locker, cnt *counter) {
 	warm, err := m.TryLock(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -277,25 +282,7 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			c, _, cnt := newRedlock(b, nodes)
 			ctx := context.Background()
-			m := c.Mutex("bench")
-			warm, err := m.TryLock(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			warm.Unlock(ctx)
-			before := cnt.Load()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				l, err := m.TryLock(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(cnt.Load()-before)/float64(b.N), "rt/op")
+			benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
 		})
 	}
 }

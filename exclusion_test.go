@@ -142,19 +142,33 @@ func runContenders(t *testing.T, addr, kind string) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "fences")
 	const procs = 3
+	runHelpers(t, procs,
+		helperEnv+"=contend",
+		"DLOCK_TEST_ADDR="+addr,
+		"DLOCK_TEST_KIND="+kind,
+		"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
+		"DLOCK_TEST_LOG="+log,
+		"DLOCK_TEST_FOR=3s",
+		"DLOCK_TEST_GOROUTINES=4",
+	)
+	fences := readFences(t, log)
+	if len(fences) < procs {
+		t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
+	}
+	checkIncreasing(t, fences)
+	t.Logf("%d acquisitions across %d processes", len(fences), procs)
+}
+
+// runHelpers runs procs copies of the test binary as helper processes
+// with env added to theirs, waits for them, and reports any that failed
+// with its output.
+func runHelpers(t *testing.T, procs int, env ...string) {
+	t.Helper()
 	cmds := make([]*exec.Cmd, procs)
 	outs := make([]strings.Builder, procs)
 	for i := range cmds {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			helperEnv+"=contend",
-			"DLOCK_TEST_ADDR="+addr,
-			"DLOCK_TEST_KIND="+kind,
-			"DLOCK_TEST_MARKER="+filepath.Join(dir, "held"),
-			"DLOCK_TEST_LOG="+log,
-			"DLOCK_TEST_FOR=3s",
-			"DLOCK_TEST_GOROUTINES=4",
-		)
+		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -166,12 +180,6 @@ func runContenders(t *testing.T, addr, kind string) {
 			t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
 		}
 	}
-	fences := readFences(t, log)
-	if len(fences) < procs {
-		t.Fatalf("only %d acquisitions across %d processes", len(fences), procs)
-	}
-	checkIncreasing(t, fences)
-	t.Logf("%d acquisitions across %d processes", len(fences), procs)
 }
 
 func readFences(t *testing.T, path string) []uint64 {

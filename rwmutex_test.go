@@ -355,28 +355,13 @@ func TestRWExclusionProcesses(t *testing.T) {
 	}
 	log := filepath.Join(dir, "fences")
 	const procs = 3
-	cmds := make([]*exec.Cmd, procs)
-	outs := make([]strings.Builder, procs)
-	for i := range cmds {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			helperEnv+"=rwmix",
-			"DLOCK_TEST_ADDR="+srv.Addr(),
-			"DLOCK_TEST_MARKER="+markers,
-			"DLOCK_TEST_LOG="+log,
-			"DLOCK_TEST_FOR=3s",
-		)
-		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[i] = cmd
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("contender %d: %v\n%s", i, err, outs[i].String())
-		}
-	}
+	runHelpers(t, procs,
+		helperEnv+"=rwmix",
+		"DLOCK_TEST_ADDR="+srv.Addr(),
+		"DLOCK_TEST_MARKER="+markers,
+		"DLOCK_TEST_LOG="+log,
+		"DLOCK_TEST_FOR=3s",
+	)
 	events := readRWEvents(t, log)
 	reads, writes := checkRWFences(t, events)
 	if reads < procs || writes < procs {
