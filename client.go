@@ -24,6 +24,8 @@ type Client struct {
 	listen listener // registers waiters: on hub, or on every node's
 	nodes  []*node  // a Redlock client's masters; nil otherwise
 	err    error    // a bad option or argument, returned by every call
+
+	giveUps *giveUps // withdrawals of failed acquisitions still running
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
@@ -31,7 +33,7 @@ type Client struct {
 // the Client when done; rdb stays open and remains the caller's.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	cfg := newClientConfig(opts)
-	c := &Client{rdb: rdb, prefix: cfg.prefix, log: cfg.log, err: cfg.err}
+	c := &Client{rdb: rdb, prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log)}
 	if rdb == nil {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalid)
 		return c
@@ -51,8 +53,11 @@ func newClientConfig(opts []Option) clientConfig {
 
 // Close stops the client's shared subscription. Waiters still blocked in
 // Lock return an error; leases already held stay valid until unlocked or
-// expired. It leaves the Redis client open.
+// expired. Acquisitions that failed but could not yet give up what they
+// may hold in Redis get up to a second more; what is left then lapses
+// with its TTL. It leaves the Redis client open.
 func (c *Client) Close() error {
+	c.giveUps.close()
 	var errs []error
 	if c.hub != nil {
 		errs = append(errs, c.hub.Close())

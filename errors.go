@@ -1,6 +1,10 @@
 package dlock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Sentinel errors. Errors returned by dlock wrap one of these where one
 // applies; test for them with errors.Is.
@@ -20,3 +24,20 @@ var (
 	// client or a released lease.
 	ErrInvalid = errors.New("dlock: invalid argument")
 )
+
+// aclHint is added to a Redis refusal for lack of permission.
+const aclHint = "the Redis user lacks a permission dlock needs: grant it the rules in the README's \"Redis ACL\" section"
+
+// explain adds what to do to a Redis error that has an obvious remedy: an
+// ACL refusal, which Redis words as NOPERM outside scripts and as "can't
+// run this command" inside them, without naming the command.
+func explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't run") {
+		return fmt.Errorf("%w (%s)", err, aclHint)
+	}
+	return err
+}

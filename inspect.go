@@ -102,12 +102,12 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 		}
 		return it.Err()
 	}
-	var err error
-	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
-	} else {
-		err = scan(ctx, c.rdb)
-	}
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+			return struct{}{}, cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+		}
+		return struct{}{}, scan(ctx, c.rdb)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dlock: list: %w", err)
 	}
@@ -165,7 +165,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 			expect = strconv.FormatUint(st.Fence, 10)
 		}
 		args := append([]any{c.hub.PublishCommand(), expect}, anys(chans)...)
-		n, err := forceUnlock.Run(ctx, c.rdb, ks, args...).Int()
+		n, err := eval(ctx, c.rdb, forceUnlock, (*redis.Cmd).Int, ks, args...)
 		if err != nil {
 			return freed, fmt.Errorf("dlock: force unlock %s %q: %w", st.Kind, name, err)
 		}
@@ -215,11 +215,13 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 		if !ms.Held {
 			return ms, nil
 		}
-		tok, err := s.c.rdb.HGet(ctx, s.kl[3], member).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
-		}
-		ok, err := (setMember{s, member}).release(ctx, tok)
+		ok, err := bounded(ctx, func(ctx context.Context) (bool, error) {
+			tok, err := s.c.rdb.HGet(ctx, s.kl[3], member).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return false, err
+			}
+			return setMember{s, member}.release(ctx, tok)
+		})
 		if err != nil {
 			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
 		}

@@ -123,14 +123,16 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.markLost()
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
 	}
-	return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
+	return fmt.Errorf("dlock: refresh %q: %w", l.name, explain(err))
 }
 
 // Unlock releases the lease and wakes waiters. It returns ErrLost if the
-// lease was lost before (Lost() was closed) or is no longer held; a second
-// Unlock returns ErrInvalid. If Redis cannot be reached, Unlock returns the
-// error and the lease stays held and watched as before: call Unlock again,
-// or let the lease expire.
+// lease was lost before or while it ran (Lost() was closed) or is no
+// longer held; a second Unlock returns ErrInvalid. If Redis cannot be
+// reached before ctx ends, Unlock returns the error and the lease stays
+// held and watched as before (if the release reaches Redis later, the next
+// renewal finds the lease gone and closes Lost()): call Unlock again, or
+// let the lease expire.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -138,17 +140,23 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return err
 	}
 	var deadline time.Time
+	var alarm *time.Timer
 	if l.wd != nil {
 		// Stopped first, so that no renewal can race the release and
-		// report a loss that Unlock itself caused.
+		// report a loss that Unlock itself caused; until the release is
+		// answered, Lost() still closes at the lease's deadline.
 		deadline, l.wdc.TTL = l.wd.Stop()
+		alarm = time.AfterFunc(time.Until(deadline), l.markLost)
 	}
-	ok, err := l.ops.release(ctx, l.token)
+	ok, err := bounded(ctx, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	if alarm != nil {
+		alarm.Stop()
+	}
 	if err != nil {
 		if l.wd != nil && !l.isLost() {
 			l.wd = watchdog.Start(l.wdc, deadline)
 		}
-		return fmt.Errorf("dlock: unlock %q: %w", l.name, err)
+		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
 	l.released = true
 	if l.isLost() {
@@ -163,9 +171,9 @@ func (l *Lease) Unlock(ctx context.Context) error {
 
 // Held asks Redis whether the lease still holds the lock.
 func (l *Lease) Held(ctx context.Context) (bool, error) {
-	ok, err := l.ops.held(ctx, l.token)
+	ok, err := bounded(ctx, func(ctx context.Context) (bool, error) { return l.ops.held(ctx, l.token) })
 	if err != nil {
-		return false, fmt.Errorf("dlock: held %q: %w", l.name, err)
+		return false, fmt.Errorf("dlock: held %q: %w", l.name, explain(err))
 	}
 	return ok, nil
 }

@@ -2,9 +2,12 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock/internal/keys"
 )
@@ -101,7 +104,7 @@ func (s *MutexSet) Add(ctx context.Context, members ...string) error {
 		for _, m := range batch {
 			args = append(args, m)
 		}
-		if err := setAdd.Run(ctx, s.c.rdb, s.kl, args...).Err(); err != nil {
+		if err := evalErr(ctx, s.c.rdb, setAdd, s.kl, args...); err != nil {
 			return fmt.Errorf("dlock: add to mutex set %q: %w", s.name, err)
 		}
 	}
@@ -129,7 +132,7 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 		for i, m := range batch {
 			args[i] = m
 		}
-		if err := setRemove.Run(ctx, s.c.rdb, s.kl, args...).Err(); err != nil {
+		if err := evalErr(ctx, s.c.rdb, setRemove, s.kl, args...); err != nil {
 			return fmt.Errorf("dlock: remove from mutex set %q: %w", s.name, err)
 		}
 	}
@@ -210,7 +213,7 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 	var out []MemberStatus
 	after := ""
 	for {
-		v, err := setMembers.Run(ctx, s.c.rdb, s.kl, after, setBatch).Slice()
+		v, err := eval(ctx, s.c.rdb, setMembers, (*redis.Cmd).Slice, s.kl, after, setBatch)
 		if err != nil {
 			return nil, fmt.Errorf("dlock: members of mutex set %q: %w", s.name, err)
 		}
@@ -236,7 +239,7 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 	if s.err != nil {
 		return Status{}, s.err
 	}
-	v, err := setStatus.Run(ctx, s.c.rdb, s.kl).Slice()
+	v, err := eval(ctx, s.c.rdb, setStatus, (*redis.Cmd).Slice, s.kl)
 	if err != nil {
 		return Status{}, fmt.Errorf("dlock: status of mutex set %q: %w", s.name, err)
 	}
@@ -277,6 +280,7 @@ func (s *MutexSet) acquisition(member string) *acquisition {
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
 			return newLease(r.member, tok, r.fence, setMember{s, r.member}, s.cfg, sent)
 		},
+		leave: s.leave,
 	}
 	if member != "" {
 		a.kind = fmt.Sprintf("member of mutex set %q", s.name)
@@ -284,6 +288,19 @@ func (s *MutexSet) acquisition(member string) *acquisition {
 		a.channel = s.keys.MemberChannel(member)
 	}
 	return a
+}
+
+// leave releases the member that a try of tok's took unseen, if any.
+func (s *MutexSet) leave(ctx context.Context, tok string) error {
+	member, err := s.c.rdb.HGet(ctx, s.kl[4], tok).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil
+	case err != nil:
+		return err
+	}
+	_, err = setMember{s, member}.release(ctx, tok)
+	return err
 }
 
 // parseSetAttempt reads set_acquire's reply: {1, fence, member},

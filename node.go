@@ -65,8 +65,9 @@ type reply[T any] struct {
 }
 
 // fanOut runs op on every node at once and returns their replies, by node,
-// after all answered or timeout passed: a node that has not answered by
-// then counts as failed, and its call finishes in the background. A
+// after all answered, timeout passed or ctx ended: a node that has not
+// answered by then counts as failed, and its call finishes in the
+// background. A
 // resting node is not asked.
 func fanOut[T any](ctx context.Context, nodes []*node, timeout time.Duration, op func(context.Context, *node) (T, error)) []reply[T] {
 	return fanOutTo(ctx, nodes, nil, timeout, op)
@@ -116,6 +117,14 @@ func fanOutTo[T any](ctx context.Context, nodes []*node, only []bool, timeout ti
 				if !d {
 					out[i].err = errNodeTimeout
 					nodes[i].record(errNodeTimeout)
+				}
+			}
+			return out
+		case <-ctx.Done():
+			// The caller giving up says nothing about the nodes.
+			for i, d := range done {
+				if !d {
+					out[i].err = ctx.Err()
 				}
 			}
 			return out

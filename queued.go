@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock/internal/keys"
 )
 
@@ -59,7 +61,7 @@ func (q *queued) status(ctx context.Context, kind string) (Status, error) {
 	if q.err != nil {
 		return Status{}, q.err
 	}
-	v, err := queueStatus.Run(ctx, q.c.rdb, q.keyList()).Slice()
+	v, err := eval(ctx, q.c.rdb, queueStatus, (*redis.Cmd).Slice, q.keyList())
 	if err != nil {
 		return Status{}, fmt.Errorf("dlock: status of %s %q: %w", q.kind, q.name, err)
 	}
@@ -102,12 +104,8 @@ func (q *queued) acquisition(wait bool) *acquisition {
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
 			return newLease(q.name, tok, r.fence, q, q.cfg, sent)
 		},
-		leave: func(ctx context.Context, tok string) {
-			err := queueLeave.Run(ctx, q.c.rdb, q.keyList(), tok, q.c.hub.PublishCommand(), q.keys.Channel()).Err()
-			if err != nil {
-				q.c.log.Warn("dlock: leaving the queue failed; the place lapses with its heartbeat",
-					"lock", q.name, "err", err)
-			}
+		leave: func(ctx context.Context, tok string) error {
+			return queueLeave.Run(ctx, q.c.rdb, q.keyList(), tok, q.c.hub.PublishCommand(), q.keys.Channel()).Err()
 		},
 	}
 }

@@ -49,7 +49,7 @@ import (
 // Leases must expire: WithNoExpiry is ErrInvalid. Close leaves rdbs open.
 func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	cfg := newClientConfig(opts)
-	c := &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err}
+	c := &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log)}
 	if len(rdbs) == 0 {
 		c.err = fmt.Errorf("%w: Redlock needs at least one Redis master", ErrInvalid)
 		return c
@@ -131,8 +131,14 @@ func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) 
 		},
 		// A caller that gives up may hold a share whose reply it missed,
 		// on any node.
-		leave:   func(ctx context.Context, tok string) { r.releaseAll(ctx, tok, 0, r.everyNode()) },
-		patient: true,
+		leave: func(ctx context.Context, tok string) error {
+			for _, rp := range r.release(ctx, tok, 0, r.everyNode()) {
+				if rp.err != nil {
+					return rp.err
+				}
+			}
+			return nil
+		},
 	}, block)
 }
 

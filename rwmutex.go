@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock/internal/keys"
 )
 
@@ -142,7 +144,7 @@ func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 	if rw.err != nil {
 		return Status{}, rw.err
 	}
-	v, err := rwStatus.Run(ctx, rw.c.rdb, rw.keyList()).Slice()
+	v, err := eval(ctx, rw.c.rdb, rwStatus, (*redis.Cmd).Slice, rw.keyList())
 	if err != nil {
 		return Status{}, fmt.Errorf("dlock: status of rw mutex %q: %w", rw.name, err)
 	}
@@ -189,6 +191,7 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
 			return newLease(rw.name, tok, r.fence, rw, rw.cfg, sent)
 		},
+		leave: rw.leave,
 	}
 	if block && rw.cfg.rwMode == PreferWriters {
 		// Only a writer that waits has a use for an intention (TryLock
@@ -197,7 +200,6 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 		// trying: its heartbeat renews it, so a dead writer's lapses.
 		live = rwIntentLiveness
 		a.heartbeat = rwHeartbeat
-		a.leave = rw.leave
 	}
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
 		v, err := rwLock.Run(ctx, rw.c.rdb, rw.keyList(),
@@ -242,6 +244,11 @@ func (rw *RWMutex) reader() *acquisition {
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
 			return newLease(rw.name, tok, r.fence, readSide{rw}, rw.cfg, sent)
 		},
+		// A reader that gives up holds at most a share its try took unseen.
+		leave: func(ctx context.Context, tok string) error {
+			_, err := readSide{rw}.release(ctx, tok)
+			return err
+		},
 	}
 }
 
@@ -251,13 +258,11 @@ func (rw *RWMutex) release(ctx context.Context, tok string) (bool, error) {
 		tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Bool()
 }
 
-// leave withdraws the intention of a writer that gives up.
-func (rw *RWMutex) leave(ctx context.Context, tok string) {
-	err := rwLeave.Run(ctx, rw.c.rdb, rw.keyList(), tok, rw.c.hub.PublishCommand(), rw.readersChannel()).Err()
-	if err != nil {
-		rw.c.log.Warn("dlock: withdrawing a writer's intention failed; it lapses by itself",
-			"lock", rw.name, "err", err, "within", rwIntentLiveness)
-	}
+// leave withdraws a writer that gives up: its intention, and the write
+// side if a try of its own took it unseen.
+func (rw *RWMutex) leave(ctx context.Context, tok string) error {
+	return rwLeave.Run(ctx, rw.c.rdb, rw.keyList(),
+		tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Err()
 }
 
 // readSide is the read half of an RWMutex: the Locker that RLocker

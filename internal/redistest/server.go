@@ -190,8 +190,9 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal) {
 
 // Restart kills the server if it is running and starts a new process on the
 // same port and dir, so a cluster node rejoins with its nodes.conf. As
-// nothing is persisted, the new process has no keys. It returns once the
-// server answers PING.
+// nothing is persisted, the new process has no keys (unless the test saved
+// them). It returns once the server answers PING, or LOADING while it
+// loads saved keys.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
@@ -382,9 +383,10 @@ func pingInfo(addr string) (string, error) {
 		return "", err
 	}
 	r := bufio.NewReader(c)
+	// A server still loading its data answers LOADING: it is up.
 	if line, err := r.ReadString('\n'); err != nil {
 		return "", err
-	} else if line != "+PONG\r\n" {
+	} else if line != "+PONG\r\n" && !strings.HasPrefix(line, "-LOADING") {
 		return "", fmt.Errorf("PING: %q", strings.TrimSpace(line))
 	}
 	line, err := r.ReadString('\n')

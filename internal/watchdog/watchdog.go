@@ -104,9 +104,11 @@ func (w *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 }
 
-// Stop ends the watchdog without calling OnLost, waits for it, and returns
-// the deadline and TTL it had reached, from which a new Watchdog can take
-// over.
+// Stop ends the watchdog without calling OnLost, waits for its goroutine
+// (not for a renewal in flight, which may hang on an unanswering server),
+// and returns the deadline and TTL it had reached, from which a new
+// Watchdog can take over. The deadline counts a renewal in flight as one
+// that Redis may still apply.
 func (w *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
@@ -157,15 +159,15 @@ func (w *Watchdog) run(deadline time.Time) {
 	var queued []request // Refresh calls waiting for the renewal in flight
 	defer func() {
 		if inflight != nil {
-			inflight.cancel()
-			<-inflight.out
-			// Its outcome is unknown: Redis may have applied it.
+			// Not waited for: its outcome is unknown, Redis may still
+			// apply it, and its goroutine ends by itself.
 			if d := w.bound(inflight.sent, inflight.ttl); d.Before(deadline) {
 				deadline = d
 			}
 			if inflight.reply != nil {
 				inflight.reply <- ErrStopped
 			}
+			inflight.cancel()
 		}
 		for _, q := range queued {
 			q.reply <- ErrStopped

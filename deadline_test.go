@@ -1,0 +1,151 @@
+package dlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// publicCall is one public call that talks to Redis.
+type publicCall struct {
+	name string
+	call func(ctx context.Context) error
+}
+
+// callsOn lists every public call that reaches Redis on c, on locks named
+// "D" (a set with member "m"), and on the leases given.
+func callsOn(c *dlock.Client, leases map[string]*dlock.Lease) []publicCall {
+	noop := func(context.Context) error { return nil }
+	noopSet := func(context.Context, string) error { return nil }
+	lease := func(err error) error { return err }
+	m, f, rw, s := c.Mutex("D"), c.FairMutex("D"), c.RWMutex("D"), c.MutexSet("D")
+	return []publicCall{
+		{"Mutex.TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return lease(err) }},
+		{"Mutex.Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err }},
+		{"Mutex.Do", func(ctx context.Context) error { return m.Do(ctx, noop) }},
+		{"Mutex.Status", func(ctx context.Context) error { _, err := m.Status(ctx); return err }},
+		{"FairMutex.TryLock", func(ctx context.Context) error { _, err := f.TryLock(ctx); return err }},
+		{"FairMutex.Lock", func(ctx context.Context) error { _, err := f.Lock(ctx); return err }},
+		{"FairMutex.Do", func(ctx context.Context) error { return f.Do(ctx, noop) }},
+		{"FairMutex.Status", func(ctx context.Context) error { _, err := f.Status(ctx); return err }},
+		{"RWMutex.TryLock", func(ctx context.Context) error { _, err := rw.TryLock(ctx); return err }},
+		{"RWMutex.Lock", func(ctx context.Context) error { _, err := rw.Lock(ctx); return err }},
+		{"RWMutex.TryRLock", func(ctx context.Context) error { _, err := rw.TryRLock(ctx); return err }},
+		{"RWMutex.RLock", func(ctx context.Context) error { _, err := rw.RLock(ctx); return err }},
+		{"RWMutex.Do", func(ctx context.Context) error { return rw.Do(ctx, noop) }},
+		{"RWMutex.RLocker.Do", func(ctx context.Context) error { return rw.RLocker().Do(ctx, noop) }},
+		{"RWMutex.Status", func(ctx context.Context) error { _, err := rw.Status(ctx); return err }},
+		{"MutexSet.Add", func(ctx context.Context) error { return s.Add(ctx, "n") }},
+		{"MutexSet.Remove", func(ctx context.Context) error { return s.Remove(ctx, "n") }},
+		{"MutexSet.TryAcquire", func(ctx context.Context) error { _, err := s.TryAcquire(ctx); return err }},
+		{"MutexSet.Acquire", func(ctx context.Context) error { _, err := s.Acquire(ctx); return err }},
+		{"MutexSet.TryAcquireMember", func(ctx context.Context) error { _, err := s.TryAcquireMember(ctx, "m"); return err }},
+		{"MutexSet.AcquireMember", func(ctx context.Context) error { _, err := s.AcquireMember(ctx, "m"); return err }},
+		{"MutexSet.Do", func(ctx context.Context) error { return s.Do(ctx, noopSet) }},
+		{"MutexSet.Members", func(ctx context.Context) error { _, err := s.Members(ctx); return err }},
+		{"MutexSet.Status", func(ctx context.Context) error { _, err := s.Status(ctx); return err }},
+		{"MutexSet.ForceRelease", func(ctx context.Context) error { _, err := s.ForceRelease(ctx, "m"); return err }},
+		{"Client.Inspect", func(ctx context.Context) error { _, err := c.Inspect(ctx, "D"); return err }},
+		{"Client.List", func(ctx context.Context) error { _, err := c.List(ctx, ""); return err }},
+		{"Client.ForceUnlock", func(ctx context.Context) error { _, err := c.ForceUnlock(ctx, "D"); return err }},
+		{"Lease.Refresh", func(ctx context.Context) error { return leases["refresh"].Refresh(ctx, time.Minute) }},
+		{"Lease.Held", func(ctx context.Context) error { _, err := leases["held"].Held(ctx); return err }},
+		{"Lease.Unlock", func(ctx context.Context) error { return leases["unlock"].Unlock(ctx) }},
+	}
+}
+
+// TestCallsReturnByDeadline: against a paused Redis, with go-redis'
+// default options (which ignore context deadlines on reads), every public
+// call returns an error by its ctx deadline.
+func TestCallsReturnByDeadline(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis defaults
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	if err := c.MutexSet("D").Add(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	leases := map[string]*dlock.Lease{}
+	for _, name := range []string{"refresh", "held", "unlock"} {
+		l, err := c.Mutex("lease-"+name, dlock.WithTTL(time.Minute)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[name] = l
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	const wait = 200 * time.Millisecond
+	for _, pc := range callsOn(c, leases) {
+		cctx, cancel := context.WithTimeout(ctx, wait)
+		start := time.Now()
+		err := pc.call(cctx)
+		took := time.Since(start)
+		cancel()
+		if err == nil {
+			t.Errorf("%s: no error from a paused Redis", pc.name)
+		}
+		if took > wait+150*time.Millisecond {
+			t.Errorf("%s returned after %v, ctx deadline %v (%v)", pc.name, took, wait, err)
+		}
+	}
+}
+
+// TestRedlockCallsReturnByDeadline: the same on a Redlock client whose
+// masters are all paused.
+func TestRedlockCallsReturnByDeadline(t *testing.T) {
+	t.Parallel()
+	servers := redistest.StartN(t, 3)
+	var rdbs []redis.UniversalClient
+	for _, s := range servers {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		rdbs = append(rdbs, rdb)
+	}
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	m := c.Mutex("D", dlock.WithTTL(time.Minute))
+	leases := map[string]*dlock.Lease{}
+	for _, name := range []string{"refresh", "held", "unlock"} {
+		l, err := c.Mutex("lease-"+name, dlock.WithTTL(time.Minute)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[name] = l
+	}
+	for _, s := range servers {
+		s.Pause(t)
+		defer s.Resume(t)
+	}
+	calls := []publicCall{
+		{"Mutex.TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err }},
+		{"Mutex.Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err }},
+		{"Mutex.Status", func(ctx context.Context) error { _, err := m.Status(ctx); return err }},
+		{"Lease.Refresh", func(ctx context.Context) error { return leases["refresh"].Refresh(ctx, time.Minute) }},
+		{"Lease.Held", func(ctx context.Context) error { _, err := leases["held"].Held(ctx); return err }},
+		{"Lease.Unlock", func(ctx context.Context) error { return leases["unlock"].Unlock(ctx) }},
+	}
+	const wait = 200 * time.Millisecond
+	for _, pc := range calls {
+		cctx, cancel := context.WithTimeout(ctx, wait)
+		start := time.Now()
+		err := pc.call(cctx)
+		took := time.Since(start)
+		cancel()
+		if err == nil {
+			t.Errorf("%s: no error from paused masters", pc.name)
+		}
+		if took > wait+150*time.Millisecond {
+			t.Errorf("%s returned after %v, ctx deadline %v (%v)", pc.name, took, wait, err)
+		}
+	}
+}

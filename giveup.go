@@ -1,0 +1,143 @@
+package dlock
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// An acquisition that fails may have left something in Redis: a lease
+// its try took though the reply never came (the connection broke, or the
+// caller's ctx ended while Redis was slow), a place in a queue, a writer's
+// intention. Left there, it would make every other caller wait out the
+// lease's TTL. So a failed acquisition gives up what it may hold, and a
+// give-up that cannot reach Redis now is retried in the background.
+const (
+	// giveUpTry bounds one attempt to give up.
+	giveUpTry = time.Second
+	// closeGrace is how long Close lets give-ups still running finish.
+	closeGrace = time.Second
+)
+
+// giveUp withdraws tok from a. answered tells whether the last try's
+// outcome is known. If not, Redis may still apply it, so the withdrawal is
+// made twice: at once, and again once pending (the abandoned request, if
+// any) has finished and Redis answered the first withdrawal, by when a
+// request that was on its way to Redis has been run. The first attempt is
+// made by the caller while ctx lives; the rest run in the background until
+// they succeed, what tok may hold would have expired by itself, or the
+// client is closed.
+func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending <-chan struct{}, answered bool) {
+	rounds := 2
+	if answered {
+		rounds = 1
+	}
+	if ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, giveUpTry)
+		err := a.withdraw(actx, tok)
+		cancel()
+		if err == nil {
+			rounds--
+		}
+	}
+	if rounds > 0 {
+		c.giveUps.start(a, tok, pending, rounds)
+	}
+}
+
+// withdraw is one attempt of a's leave for tok, returning by ctx's end.
+func (a *acquisition) withdraw(ctx context.Context, tok string) error {
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, a.leave(ctx, tok) })
+	return err
+}
+
+// giveUps runs a client's give-ups in the background.
+type giveUps struct {
+	log    *slog.Logger
+	ctx    context.Context // ends when the client is closed
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	closed bool
+}
+
+func newGiveUps(log *slog.Logger) *giveUps {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &giveUps{log: log, ctx: ctx, cancel: cancel}
+}
+
+// start withdraws tok rounds times in the background, the last time
+// after pending.
+func (g *giveUps) start(a *acquisition, tok string, pending <-chan struct{}, rounds int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		g.log.Warn("dlock: client closed; what a failed acquisition may hold lapses with its TTL", "lock", a.name)
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.run(a, tok, pending, rounds)
+	}()
+}
+
+// run is start's goroutine. It ends once what tok may hold would have
+// expired by itself: after the TTL, or the queue liveness for a waiter's
+// place; with leases that never expire, only at Close.
+func (g *giveUps) run(a *acquisition, tok string, pending <-chan struct{}, rounds int) {
+	ctx, cancel := g.ctx, context.CancelFunc(func() {})
+	if a.cfg.ttl > 0 {
+		ctx, cancel = context.WithTimeout(g.ctx, max(a.cfg.ttl, queueLiveness))
+	}
+	defer cancel()
+	var backoff time.Duration
+	for rounds > 0 {
+		if rounds == 1 && pending != nil {
+			select {
+			case <-pending:
+			case <-ctx.Done():
+			}
+		}
+		actx, acancel := context.WithTimeout(ctx, giveUpTry)
+		err := a.withdraw(actx, tok)
+		acancel()
+		switch {
+		case err == nil:
+			rounds--
+			continue
+		case ctx.Err() != nil || !transient(err):
+			g.log.Warn("dlock: giving up a failed acquisition did not reach Redis; what it may hold lapses with its TTL",
+				"lock", a.name, "err", err)
+			return
+		}
+		backoff = grow(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// close lets running give-ups finish for up to closeGrace, then stops
+// them.
+func (g *giveUps) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		g.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		g.cancel()
+		<-done
+	}
+	g.cancel()
+}

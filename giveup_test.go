@@ -1,0 +1,369 @@
+package dlock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// acquireForm is one way to take a lock, with the options given.
+type acquireForm struct {
+	name  string
+	block bool
+	// take acquires the lock "L" (for a set, its only member) on c.
+	take func(ctx context.Context, c *dlock.Client, opts ...dlock.LockOption) (*dlock.Lease, error)
+	// free checks, from another client, that nothing of an acquisition
+	// remains: the lock can be had at once and nobody waits for it.
+	free func(ctx context.Context, c *dlock.Client) error
+}
+
+// setUp prepares the lock of a form before a test: a set needs its member.
+func setUp(ctx context.Context, c *dlock.Client) error {
+	return c.MutexSet("L").Add(ctx, "only")
+}
+
+func tryFree(ctx context.Context, l dlock.Locker) error {
+	lease, err := l.TryLock(ctx)
+	if err != nil {
+		return err
+	}
+	return lease.Unlock(ctx)
+}
+
+func freeMutex(ctx context.Context, c *dlock.Client) error {
+	return tryFree(ctx, c.Mutex("L"))
+}
+
+func freeFair(ctx context.Context, c *dlock.Client) error {
+	// A fair TryLock fails while anyone is queued, too.
+	return tryFree(ctx, c.FairMutex("L"))
+}
+
+func freeRW(ctx context.Context, c *dlock.Client) error {
+	rw := c.RWMutex("L")
+	if st, err := rw.Status(ctx); err != nil || st.WriterWaiting {
+		return fmt.Errorf("status %+v, %v: want no writer waiting", st, err)
+	}
+	return tryFree(ctx, rw)
+}
+
+func freeSet(ctx context.Context, c *dlock.Client) error {
+	lease, err := c.MutexSet("L").TryAcquire(ctx)
+	if err != nil {
+		return err
+	}
+	return lease.Unlock(ctx)
+}
+
+// acquireForms are every primitive's Try and waiting forms.
+var acquireForms = []acquireForm{
+	{"Mutex.TryLock", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.Mutex("L", o...).TryLock(ctx)
+	}, freeMutex},
+	{"Mutex.Lock", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.Mutex("L", o...).Lock(ctx)
+	}, freeMutex},
+	{"FairMutex.TryLock", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.FairMutex("L", o...).TryLock(ctx)
+	}, freeFair},
+	{"FairMutex.Lock", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.FairMutex("L", o...).Lock(ctx)
+	}, freeFair},
+	{"RWMutex.TryLock", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.RWMutex("L", o...).TryLock(ctx)
+	}, freeRW},
+	{"RWMutex.Lock", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.RWMutex("L", o...).Lock(ctx)
+	}, freeRW},
+	{"RWMutex.TryRLock", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.RWMutex("L", o...).TryRLock(ctx)
+	}, freeRW},
+	{"RWMutex.RLock", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.RWMutex("L", o...).RLock(ctx)
+	}, freeRW},
+	{"MutexSet.TryAcquire", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.MutexSet("L", o...).TryAcquire(ctx)
+	}, freeSet},
+	{"MutexSet.Acquire", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.MutexSet("L", o...).Acquire(ctx)
+	}, freeSet},
+	{"MutexSet.TryAcquireMember", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.MutexSet("L", o...).TryAcquireMember(ctx, "only")
+	}, freeSet},
+	{"MutexSet.AcquireMember", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.MutexSet("L", o...).AcquireMember(ctx, "only")
+	}, freeSet},
+}
+
+// marker is a metadata text unique to one test, so that the proxy can
+// tell the acquire script's request from every other.
+func marker() string {
+	return "probe-" + rand.Text()
+}
+
+// proxied returns a dlock client that reaches srv through a new proxy,
+// with go-redis' retries off (a retry would resend the lost request and
+// hide the fault), and a client that reaches srv directly.
+func proxied(t *testing.T, srv *redistest.Server) (*redistest.Proxy, *dlock.Client, *dlock.Client) {
+	t.Helper()
+	p := redistest.StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	other, _, _ := newClient(t, srv)
+	if err := setUp(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	// Load every script, so that the request the proxy loses runs one
+	// (a first EVALSHA would only get NOSCRIPT).
+	for _, f := range acquireForms {
+		l, err := f.take(t.Context(), other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, c, other
+}
+
+// TestLostReplyLeavesNothing: when the connection breaks after Redis ran
+// an acquire, a Try form reports the error and leaves nothing behind, so
+// another client gets the lock at once; a waiting form tries again and
+// gets the lease its first try took.
+func TestLostReplyLeavesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, f := range acquireForms {
+		t.Run(f.name, func(t *testing.T) {
+			p, c, other := proxied(t, srv)
+			ctx := t.Context()
+			probe := marker()
+			dropped := p.DropReply(probe, false, nil)
+			lease, err := f.take(ctx, c, dlock.WithMetadata(probe))
+			select {
+			case <-dropped:
+			default:
+				t.Fatalf("the proxy lost no reply (acquire: %v, %v)", lease, err)
+			}
+			if f.block {
+				if err != nil {
+					t.Fatalf("waiting form: %v, want the lease its first try took", err)
+				}
+				if held, err := lease.Held(ctx); !held || err != nil {
+					t.Fatalf("Held: %v, %v", held, err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if err == nil || errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("Try form: %v, want the connection's error", err)
+			}
+			if err := f.free(ctx, other); err != nil {
+				t.Fatalf("another client, at once: %v; want the lock free", err)
+			}
+		})
+	}
+}
+
+// TestAbandonedAcquireLeavesNothing: when ctx ends while Redis has run an
+// acquire whose reply never comes, every form returns by its deadline
+// and what the request took is given up: another client gets the lock
+// long before its TTL.
+func TestAbandonedAcquireLeavesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const wait = 300 * time.Millisecond
+	for _, f := range acquireForms {
+		t.Run(f.name, func(t *testing.T) {
+			p, c, other := proxied(t, srv)
+			probe := marker()
+			dropped := p.DropReply(probe, true, nil)
+			ctx, cancel := context.WithTimeout(t.Context(), wait)
+			defer cancel()
+			start := time.Now()
+			_, err := f.take(ctx, c, dlock.WithMetadata(probe), dlock.WithTTL(time.Minute))
+			took := time.Since(start)
+			select {
+			case <-dropped:
+			default:
+				t.Fatalf("the proxy lost no reply (acquire: %v)", err)
+			}
+			if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("acquire: %v, want ErrNotAcquired and DeadlineExceeded", err)
+			}
+			if took > wait+250*time.Millisecond {
+				t.Errorf("acquire returned after %v, ctx deadline %v", took, wait)
+			}
+			if err := eventually(t.Context(), 2*time.Second, func() error { return f.free(t.Context(), other) }); err != nil {
+				t.Fatalf("another client: %v; want the lock free long before the TTL (1m)", err)
+			}
+		})
+	}
+}
+
+// eventually calls check until it succeeds or within passes.
+func eventually(ctx context.Context, within time.Duration, check func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// loadingServer starts a server that saves its keys on demand and, when
+// restarted, loads them slowly enough to answer LOADING for a while.
+func loadingServer(t *testing.T) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t, "--key-load-delay", "20000", "--loading-process-events-interval-bytes", "1024")
+	admin := srv.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+	// 100 keys at 20ms each: about 2s of loading.
+	for i := range 100 {
+		if err := admin.Set(t.Context(), fmt.Sprintf("filler:%d", i), rand.Text()+strings.Repeat("x", 2000), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return srv, admin
+}
+
+// TestGiveUpOutlastsRestart: an acquire whose reply is lost because Redis
+// died right after running it (its data saved) is given up once Redis is
+// back, through refused connections and LOADING, not left for its TTL.
+func TestGiveUpOutlastsRestart(t *testing.T) {
+	t.Parallel()
+	for _, f := range acquireForms {
+		if f.block {
+			continue // a waiting form retries and gets its lease: see TestLostReplyLeavesNothing
+		}
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			srv, admin := loadingServer(t)
+			p, c, other := proxied(t, srv)
+			ctx := t.Context()
+			probe := marker()
+			kill, killed := make(chan struct{}), make(chan struct{})
+			p.DropReply(probe, false, func() {
+				close(kill)
+				<-killed
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := f.take(ctx, c, dlock.WithMetadata(probe), dlock.WithTTL(time.Minute))
+				done <- err
+			}()
+			<-kill
+			if err := admin.Save(ctx).Err(); err != nil {
+				t.Error(err)
+			}
+			srv.Kill(t)
+			close(killed)
+			if err := <-done; err == nil {
+				t.Fatal("acquire succeeded; want the broken connection's error")
+			}
+			time.Sleep(200 * time.Millisecond) // the give-up meets refused connections
+			srv.Restart(t)
+			restarted := time.Now()
+			if err := admin.Get(ctx, "filler:0").Err(); err == nil || !strings.HasPrefix(err.Error(), "LOADING") {
+				t.Fatalf("right after the restart: %v, want LOADING", err)
+			}
+			if err := eventually(ctx, 20*time.Second, func() error { return f.free(ctx, other) }); err != nil {
+				t.Fatalf("another client: %v; want the lock free long before the TTL (1m)", err)
+			}
+			t.Logf("free %v after the restart", time.Since(restarted).Round(time.Millisecond))
+		})
+	}
+}
+
+// TestFirstTryWaitsOutTransientErrors: a waiting form whose first try
+// meets a refused connection or LOADING waits, as later tries do, until
+// Redis is back; a Try form returns the error at once.
+func TestFirstTryWaitsOutTransientErrors(t *testing.T) {
+	t.Parallel()
+	srv, admin := loadingServer(t)
+	if err := admin.Save(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	if err := setUp(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill(t)
+	for _, f := range acquireForms {
+		if f.block {
+			continue
+		}
+		// Redis stays down: a Try form that waited would end with ctx.
+		tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		if _, err := f.take(tctx, c); err == nil || errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%s with Redis down: %v, want the connection error", f.name, err)
+		}
+		cancel()
+	}
+	type outcome struct {
+		name string
+		err  error
+	}
+	results := make(chan outcome)
+	n := 0
+	for _, f := range acquireForms {
+		if !f.block || strings.HasPrefix(f.name, "MutexSet") {
+			continue // the set's keys are gone with the restart: its waiters wait for an Add
+		}
+		n++
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			l, err := f.take(lctx, c, dlock.WithTTL(5*time.Second))
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			results <- outcome{f.name, err}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // every first try meets a refused connection
+	srv.Restart(t)                     // then LOADING for about 2s
+	for range n {
+		if r := <-results; r.err != nil {
+			t.Errorf("%s: %v, want the lock once Redis is back", r.name, r.err)
+		}
+	}
+}
+
+// TestGiveUpReportsLastError: a waiting form whose ctx ends while Redis is
+// down says what the last try met.
+func TestGiveUpReportsLastError(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	srv.Kill(t)
+	// Long enough for a try to fail: go-redis dials 5 times, 100ms apart,
+	// and retries a command 3 times.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := c.Mutex("down").Lock(ctx)
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if !strings.Contains(err.Error(), "last try") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Lock: %q, want it to name the last try's error", err)
+	}
+}

@@ -1,0 +1,177 @@
+package redistest
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards TCP connections on 127.0.0.1 to a Redis server, and can
+// lose the reply to one chosen request after Redis has run it: the fault
+// of a connection that breaks, or stalls, between a command and its
+// answer. It is closed in t.Cleanup.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	fault  *fault
+	conns  map[net.Conn]bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// fault is an armed DropReply.
+type fault struct {
+	marker  []byte
+	hang    bool
+	before  func()        // run once the reply arrived, before it is lost
+	dropped chan struct{} // closed once the reply was lost
+}
+
+// StartProxy starts a proxy to the server at target.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the address clients connect to.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// DropReply arms the proxy: the next request that contains marker goes to
+// Redis, and its reply is lost. Then, unless hang, the proxy closes that
+// client connection (the client sees it break); with hang it keeps the
+// connection open and silent, so the client waits for a reply that never
+// comes. before, if not nil, runs once the reply has arrived from Redis,
+// before it is lost. The returned channel is closed once it was.
+func (p *Proxy) DropReply(marker string, hang bool, before func()) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = &fault{marker: []byte(marker), hang: hang, before: before, dropped: make(chan struct{})}
+	return p.fault.dropped
+}
+
+// Close stops accepting and closes every connection.
+func (p *Proxy) Close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// track registers c for Close; false when the proxy is closed already.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = true
+	return true
+}
+
+// take returns the armed fault if request matches it, disarming it.
+func (p *Proxy) take(request []byte) *fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fault == nil || !bytes.Contains(request, p.fault.marker) {
+		return nil
+	}
+	f := p.fault
+	p.fault = nil
+	return f
+}
+
+// serve relays one client connection. Requests are small and one at a
+// time (no pipelining), so each read of the client holds whole requests.
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	if !p.track(client) || !p.track(server) {
+		_ = client.Close()
+		_ = server.Close()
+		return
+	}
+	closeBoth := func() {
+		_ = client.Close()
+		_ = server.Close()
+	}
+	faults := make(chan *fault, 16)
+	p.wg.Add(1)
+	go func() { // client to server
+		defer p.wg.Done()
+		defer closeBoth()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				if f := p.take(buf[:n]); f != nil {
+					faults <- f
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// Server to client.
+	defer closeBoth()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			select {
+			case f := <-faults:
+				if f.before != nil {
+					f.before()
+				}
+				close(f.dropped)
+				if !f.hang {
+					return
+				}
+				_, _ = io.Copy(io.Discard, server) // silent until closed
+				return
+			default:
+			}
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

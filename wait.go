@@ -1,0 +1,185 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/notify"
+)
+
+// waiting is the state of one blocked acquisition between its tries.
+//
+// Waiting costs one try per wake-up. A waiter wakes when a release is
+// announced (the hub wakes one waiter per client for a plain release),
+// when the holder's lease would run out, when its heartbeat is due, and
+// after a transient error, backing off while the error lasts: the first
+// try is as patient as the later ones.
+type waiting struct {
+	c   *Client
+	a   *acquisition
+	tok string
+	w   waiter // nil until subscribed (or while the subscription fails)
+
+	holder     uint64        // the holder the stall timeout counts for
+	stallClock time.Time     // when that holder was first seen
+	backoff    time.Duration // after a failed try
+	subBackoff time.Duration // after a failed subscription
+	trouble    error         // the last try's transient error, reported if ctx ends first
+	// woken is set while this waiter owes a try to a wake-up it consumed;
+	// if it gives up instead, the wake-up goes to another local waiter.
+	woken bool
+	// answered tells whether the last try's outcome is known; pending,
+	// when not nil, closes once its abandoned request has finished.
+	answered bool
+	pending  <-chan struct{}
+}
+
+// wait takes the lock, waiting until it is acquired, ctx ends, or the
+// stall timeout passes; on failure it leaves nothing behind.
+func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, error) {
+	s := &waiting{c: c, a: a, tok: tok, stallClock: time.Now(), answered: true}
+	// Listening already: then no release can go unheard between the
+	// first try and the wait, and that try needs no second.
+	s.w = c.listen.join(a.channel, tok)
+	defer s.close()
+	for {
+		l, next, err := s.try(ctx)
+		if l != nil {
+			return l, nil
+		}
+		if err == nil && s.w == nil {
+			var subscribed bool
+			if subscribed, err = s.subscribe(ctx); subscribed {
+				continue // a release may have come before the subscription
+			}
+		}
+		if err == nil {
+			err = s.sleep(ctx, next)
+		}
+		if err != nil {
+			return nil, s.quit(ctx, err)
+		}
+	}
+}
+
+// try runs one try and returns the lease if it took the lock; otherwise
+// how long to sleep unless woken (<0: until woken), or the error that
+// ends the wait.
+func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
+	sent := time.Now()
+	r, pending, err := s.a.run(ctx, s.tok)
+	s.pending, s.answered = pending, !unanswered(err)
+	switch {
+	case err == nil && r.ok:
+		return s.a.grant(s.tok, r, sent), 0, nil
+	case err == nil:
+		s.woken, s.backoff, s.trouble = false, 0, nil
+		next, err := s.next(r)
+		return nil, next, err
+	case ctx.Err() == nil && transient(err):
+		s.backoff = grow(s.backoff)
+		s.trouble = err
+		s.c.log.Debug("dlock: try failed while waiting; retrying", "lock", s.a.name, "err", err, "in", s.backoff)
+		return nil, s.backoff, nil
+	}
+	return nil, 0, s.a.failedAfter(ctx, err, s.trouble)
+}
+
+// next is how long to sleep after a try that found the lock held (<0:
+// until woken), or the stall timeout's error.
+func (s *waiting) next(r attempt) (time.Duration, error) {
+	// 0 is "free, but another waiter is first": not a new holder.
+	if r.holder != 0 && r.holder != s.holder {
+		s.holder, s.stallClock = r.holder, time.Now()
+	}
+	next := time.Duration(-1)
+	if stall := s.a.cfg.stall; stall > 0 {
+		next = stall - time.Since(s.stallClock)
+		if next <= 0 {
+			return 0, fmt.Errorf("%w: %s %q kept by the same holder (fence %d) for %v",
+				ErrNotAcquired, s.a.kind, s.a.name, s.holder, stall)
+		}
+	}
+	if r.wait >= 0 && (next < 0 || r.wait < next) {
+		next = r.wait + time.Millisecond
+	}
+	if hb := s.a.heartbeat; hb > 0 && (next < 0 || hb < next) {
+		next = hb
+	}
+	return next, nil
+}
+
+// subscribe registers the waiter for release announcements and reports
+// whether it did. A transient failure is no error: the waiter then wakes
+// on its timers, and subscribes after its next try.
+func (s *waiting) subscribe(ctx context.Context) (bool, error) {
+	w, err := s.c.listen.subscribe(ctx, s.a.channel, s.tok)
+	switch {
+	case err == nil:
+		s.w, s.subBackoff = w, 0
+		return true, nil
+	case errors.Is(err, notify.ErrClosed):
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case ctx.Err() != nil:
+		return false, s.a.failedAfter(ctx, ctx.Err(), s.trouble)
+	}
+	s.subBackoff = grow(s.subBackoff)
+	s.trouble = err
+	return false, nil
+}
+
+// sleep waits until a release wakes the waiter, next passes (<0: never),
+// or ctx or the client ends. Without a subscription it wakes by backoff.
+func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
+	var woke, closed <-chan struct{}
+	if s.w != nil {
+		woke, closed = s.w.C(), s.w.Done()
+	} else if next < 0 || next > s.subBackoff {
+		next = s.subBackoff
+	}
+	var expiry <-chan time.Time
+	if next >= 0 {
+		t := time.NewTimer(next)
+		defer t.Stop()
+		expiry = t.C
+	}
+	select {
+	case <-woke:
+		s.woken = true
+	case <-expiry:
+	case <-ctx.Done():
+		return s.a.failedAfter(ctx, ctx.Err(), s.trouble)
+	case <-closed:
+		return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+	}
+	if s.w != nil && s.w.Detached() {
+		// The hub gave this subscription up (its cluster shard moved):
+		// subscribe again after the next try.
+		s.w.Close()
+		s.w = nil
+	}
+	return nil
+}
+
+// quit ends a wait that failed with err: a wake-up it consumed goes to
+// another local waiter, and what it may hold in Redis is given up.
+func (s *waiting) quit(ctx context.Context, err error) error {
+	if s.woken && s.w != nil {
+		s.w.Handoff()
+	}
+	s.c.giveUp(ctx, s.a, s.tok, s.pending, s.answered)
+	return err
+}
+
+func (s *waiting) close() {
+	if s.w != nil {
+		s.w.Close()
+	}
+}
+
+// grow is the next backoff after one of d: 10ms, doubling up to a second.
+func grow(d time.Duration) time.Duration {
+	return min(max(2*d, 10*time.Millisecond), time.Second)
+}
