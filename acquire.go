@@ -32,8 +32,11 @@ type attempt struct {
 // acquisition is how one primitive tries to take a lock, for the shared
 // try-and-wait loop.
 type acquisition struct {
-	kind    string // for messages: "mutex", "fair mutex"...
-	name    string
+	kind string // for messages: "mutex", "fair mutex"...
+	name string
+	// rdb is where the scripts run, for bounded; nil on a Redlock client,
+	// whose fan-outs return by ctx's end by themselves.
+	rdb     redis.UniversalClient
 	cfg     lockConfig
 	channel string // where releases are announced
 	// try runs the primitive's try script once for token. Tries with the
@@ -85,7 +88,7 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 // run is one try, returning by ctx's end; pending, when not nil, closes
 // once the abandoned request has finished.
 func (a *acquisition) run(ctx context.Context, tok string) (r attempt, pending <-chan struct{}, err error) {
-	return boundedTracked(ctx, func(ctx context.Context) (attempt, error) { return a.try(ctx, tok) })
+	return boundedTracked(ctx, a.rdb, func(ctx context.Context) (attempt, error) { return a.try(ctx, tok) })
 }
 
 // failed wraps an error that ended an acquisition. When ctx ended, both

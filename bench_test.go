@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
@@ -18,8 +20,27 @@ import (
 func BenchmarkMutexTryLockUnlock(b *testing.B) {
 	srv := redistest.Start(b)
 	c, _, cnt := newClient(b, srv)
-	ctx := context.Background()
-	benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+	b.Run("ctx=background", func(b *testing.B) {
+		benchTryLockUnlock(b, context.Background(), c.Mutex("bench"), cnt)
+	})
+	// A ctx that can end costs a goroutine per call, which keeps the call
+	// within the ctx deadline whatever go-redis' options.
+	b.Run("ctx=cancellable", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+	})
+	// Unless go-redis honours the deadline itself.
+	b.Run("ctx=deadline,ContextTimeoutEnabled", func(b *testing.B) {
+		rdb := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		cnt := &counter{}
+		rdb.AddHook(cnt)
+		c := dlock.New(rdb)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+	})
 }
 
 // benchTryLockUnlock times TryLock+Unlock pairs on m, after one to warm up

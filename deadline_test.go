@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,12 +61,23 @@ func callsOn(c *dlock.Client, leases map[string]*dlock.Lease) []publicCall {
 }
 
 // TestCallsReturnByDeadline: against a paused Redis, with go-redis'
-// default options (which ignore context deadlines on reads), every public
-// call returns an error by its ctx deadline.
+// default options (which ignore context deadlines on reads) and with
+// ContextTimeoutEnabled (where dlock leaves the deadline to go-redis),
+// every public call returns an error by its ctx deadline.
 func TestCallsReturnByDeadline(t *testing.T) {
 	t.Parallel()
+	for _, ctxTimeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {
+			t.Parallel()
+			callsReturnByDeadline(t, &redis.Options{ContextTimeoutEnabled: ctxTimeouts})
+		})
+	}
+}
+
+func callsReturnByDeadline(t *testing.T, opts *redis.Options) {
 	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis defaults
+	opts.Addr = srv.Addr()
+	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := dlock.New(rdb)
 	t.Cleanup(func() { _ = c.Close() })

@@ -102,7 +102,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 		}
 		return it.Err()
 	}
-	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := bounded(ctx, c.rdb, func(ctx context.Context) (struct{}, error) {
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			return struct{}{}, cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
 		}
@@ -215,7 +215,7 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 		if !ms.Held {
 			return ms, nil
 		}
-		ok, err := bounded(ctx, func(ctx context.Context) (bool, error) {
+		ok, err := bounded(ctx, s.c.rdb, func(ctx context.Context) (bool, error) {
 			tok, err := s.c.rdb.HGet(ctx, s.kl[3], member).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return false, err

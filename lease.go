@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock/internal/watchdog"
 )
 
@@ -37,6 +39,9 @@ type leaseOps interface {
 	release(ctx context.Context, token string) (bool, error)
 	// held reports whether the token holds the lease.
 	held(ctx context.Context, token string) (bool, error)
+	// client is the Redis the operations run on, for bounded; nil when
+	// they return by ctx's end by themselves (Redlock).
+	client() redis.UniversalClient
 }
 
 // errGone is what a renewal returns to the watchdog when Redis says the
@@ -148,7 +153,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		deadline, l.wdc.TTL = l.wd.Stop()
 		alarm = time.AfterFunc(time.Until(deadline), l.markLost)
 	}
-	ok, err := bounded(ctx, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	ok, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
 	if alarm != nil {
 		alarm.Stop()
 	}
@@ -171,7 +176,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 
 // Held asks Redis whether the lease still holds the lock.
 func (l *Lease) Held(ctx context.Context) (bool, error) {
-	ok, err := bounded(ctx, func(ctx context.Context) (bool, error) { return l.ops.held(ctx, l.token) })
+	ok, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.held(ctx, l.token) })
 	if err != nil {
 		return false, fmt.Errorf("dlock: held %q: %w", l.name, explain(err))
 	}

@@ -266,6 +266,7 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 // one on the member's: a release announces itself on both.
 func (s *MutexSet) acquisition(member string) *acquisition {
 	a := &acquisition{
+		rdb:     s.c.rdb,
 		kind:    "mutex set",
 		name:    s.name,
 		cfg:     s.cfg,
@@ -384,6 +385,8 @@ func (m setMember) release(ctx context.Context, tok string) (bool, error) {
 	return setRelease.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member,
 		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), m.s.keys.MemberChannel(m.member)).Bool()
 }
+
+func (m setMember) client() redis.UniversalClient { return m.s.c.rdb }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {
 	return setHeld.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member).Bool()

@@ -21,6 +21,8 @@ func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool
 	return ownerRefresh.Run(ctx, o.rdb, []string{o.key}, tok, millis(ttl)).Bool()
 }
 
+func (o owner) client() redis.UniversalClient { return o.rdb }
+
 func (o owner) held(ctx context.Context, tok string) (bool, error) {
 	v, err := o.rdb.HGet(ctx, o.key, "tok").Result()
 	if errors.Is(err, redis.Nil) {

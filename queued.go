@@ -88,6 +88,7 @@ func (q *queued) acquisition(wait bool) *acquisition {
 		enqueue = 1
 	}
 	return &acquisition{
+		rdb:       q.c.rdb,
 		kind:      q.kind,
 		name:      q.name,
 		cfg:       q.cfg,

@@ -184,6 +184,11 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 	if granted >= q && time.Now().Before(valid) {
 		return attempt{ok: true, fence: fence, asked: asked}, nil
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller gives up, and with it what this try may have got
+		// (see giveUp), without holding the caller past its deadline.
+		return attempt{}, err
+	}
 	if granted > 0 || len(failed) > 0 {
 		r.releaseAll(ctx, tok, 0, asked)
 	}
@@ -336,6 +341,9 @@ func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 	}
 	return ok, err
 }
+
+// client is nil: fan-outs return by ctx's end by themselves.
+func (l *redlockLease) client() redis.UniversalClient { return nil }
 
 func (l *redlockLease) held(ctx context.Context, tok string) (bool, error) {
 	return tally(fanOut(ctx, l.r.c.nodes, nodeTimeout(l.r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {

@@ -184,6 +184,7 @@ func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 func (rw *RWMutex) writer(block bool) *acquisition {
 	var live time.Duration
 	a := &acquisition{
+		rdb:     rw.c.rdb,
 		kind:    "rw mutex",
 		name:    rw.name,
 		cfg:     rw.cfg,
@@ -229,6 +230,7 @@ func (rw *RWMutex) reader() *acquisition {
 		giveWay = 1
 	}
 	return &acquisition{
+		rdb:     rw.c.rdb,
 		kind:    "rw mutex (read)",
 		name:    rw.name,
 		cfg:     rw.cfg,
@@ -284,6 +286,8 @@ func (r readSide) release(ctx context.Context, tok string) (bool, error) {
 	rw := r.rw
 	return rwRUnlock.Run(ctx, rw.c.rdb, rw.keyList(), tok, rw.c.hub.PublishCommand(), rw.writersChannel()).Bool()
 }
+
+func (r readSide) client() redis.UniversalClient { return r.rw.c.rdb }
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
 	return rwRHeld.Run(ctx, r.rw.c.rdb, r.rw.keyList(), tok).Bool()
