@@ -2,8 +2,11 @@ package dlock
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -78,7 +81,7 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 		if unanswered(err) {
 			c.giveUp(ctx, a, tok, pending, false)
 		}
-		return nil, a.failed(ctx, err)
+		return nil, a.failedAfter(ctx, err, noReply(pending, nil))
 	case r.ok:
 		return a.grant(tok, r, sent), nil
 	}
@@ -106,7 +109,33 @@ func (a *acquisition) failedAfter(ctx context.Context, err, trouble error) error
 	if trouble == nil {
 		return a.failed(ctx, err)
 	}
-	return fmt.Errorf("%w (last try: %v)", a.failed(ctx, err), explain(trouble))
+	return fmt.Errorf("%w (last try: %w)", a.failed(ctx, err), explain(trouble))
+}
+
+// untrusted reports a TLS handshake that failed on a certificate: a
+// setting to fix, not a failure that passes.
+func untrusted(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var header tls.RecordHeaderError
+	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) ||
+		errors.As(err, &invalid) || errors.As(err, &header)
+}
+
+// errNoReply is the trouble of a try abandoned when ctx ended: Redis had
+// not answered it (it is slow, paused, or unreachable). It matches
+// os.ErrDeadlineExceeded, as a network timeout does.
+var errNoReply = fmt.Errorf("no reply from Redis in time: %w", os.ErrDeadlineExceeded)
+
+// noReply is errNoReply when a try was abandoned (pending is not nil),
+// else trouble.
+func noReply(pending <-chan struct{}, trouble error) error {
+	if pending != nil {
+		return errNoReply
+	}
+	return trouble
 }
 
 // unanswered reports whether a request that failed with err may have been
@@ -120,9 +149,10 @@ func unanswered(err error) bool {
 
 // transient reports whether an error may pass by itself: a network
 // failure or a server restarting or in the middle of a failover, not a
-// refusal, a closed client or a reply dlock cannot read.
+// refusal, a closed client, a server whose certificate is not trusted or a
+// reply dlock cannot read.
 func transient(err error) bool {
-	if errors.Is(err, redis.ErrClosed) || errors.Is(err, errBadReply) || errors.Is(err, ErrNoMember) {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, errBadReply) || errors.Is(err, ErrNoMember) || untrusted(err) {
 		return false
 	}
 	var rerr redis.Error

@@ -26,7 +26,7 @@ var (
 )
 
 // aclHint is added to a Redis refusal for lack of permission.
-const aclHint = "the Redis user lacks a permission dlock needs: grant it the rules in the README's \"Redis ACL\" section"
+const aclHint = "the Redis user lacks a permission dlock needs: grant it the rules in the README's \"Least privilege\" section"
 
 // explain adds what to do to a Redis error that has an obvious remedy: an
 // ACL refusal, which Redis words as NOPERM outside scripts and as "can't

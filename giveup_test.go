@@ -353,11 +353,12 @@ func TestFirstTryWaitsOutTransientErrors(t *testing.T) {
 func TestGiveUpReportsLastError(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
+	// One dial per try, so that tries fail fast.
+	rdb := srv.Client(t, func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
 	srv.Kill(t)
-	// Long enough for a try to fail: go-redis dials 5 times, 100ms apart,
-	// and retries a command 3 times.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	_, err := c.Mutex("down").Lock(ctx)
 	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {

@@ -84,7 +84,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		s.c.log.Debug("dlock: try failed while waiting; retrying", "lock", s.a.name, "err", err, "in", s.backoff)
 		return nil, s.backoff, nil
 	}
-	return nil, 0, s.a.failedAfter(ctx, err, s.trouble)
+	return nil, 0, s.a.failedAfter(ctx, err, noReply(pending, s.trouble))
 }
 
 // next is how long to sleep after a try that found the lock held (<0:
@@ -113,7 +113,7 @@ func (s *waiting) next(r attempt) (time.Duration, error) {
 
 // subscribe registers the waiter for release announcements and reports
 // whether it did. A transient failure is no error: the waiter then wakes
-// on its timers, and subscribes after its next try.
+// on its timers, and subscribes after its next try. A refusal is.
 func (s *waiting) subscribe(ctx context.Context) (bool, error) {
 	w, err := s.c.listen.subscribe(ctx, s.a.channel, s.tok)
 	switch {
@@ -124,6 +124,8 @@ func (s *waiting) subscribe(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	case ctx.Err() != nil:
 		return false, s.a.failedAfter(ctx, ctx.Err(), s.trouble)
+	case !transient(err):
+		return false, s.a.failed(ctx, err) // refused: an ACL without the channel
 	}
 	s.subBackoff = grow(s.subBackoff)
 	s.trouble = err

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -20,9 +22,12 @@ import (
 
 // Exit codes besides a command's own.
 const (
-	ExitConflict = 1  // the lock was not obtained (default of -E)
-	ExitUsage    = 2  // bad arguments, flags or Redis URL
-	ExitLost     = 75 // the lease was lost while the command ran (EX_TEMPFAIL)
+	ExitConflict = 1 // the lock was not obtained (default of -E)
+	ExitUsage    = 2 // bad arguments, flags or Redis URL
+	// ExitUnavailable: Redis could not be reached (EX_UNAVAILABLE), so a
+	// cron job can tell "Redis down" from "held elsewhere".
+	ExitUnavailable = 69
+	ExitLost        = 75 // the lease was lost while the command ran (EX_TEMPFAIL)
 )
 
 // DefaultRedis is the Redis URL used without --redis or $DLOCK_REDIS.
@@ -66,6 +71,10 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	redisURL       string
+	redisFile      string
+	tlsCA          string
+	tlsCert        string
+	tlsKey         string
 	cluster        bool
 	redlock        bool
 	prefix         string
@@ -74,6 +83,8 @@ type env struct {
 // Run runs the dlock command line args (without the program name). Errors
 // are printed to stderr, prefixed "dlock: ", and returned.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// go-redis logs failed dials itself; the error dlock prints says it.
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := e.root()
 	root.SetArgs(args)
@@ -103,19 +114,26 @@ func (e *env) root() *cobra.Command {
 		Long: `dlock runs commands while holding distributed locks on Redis, so that
 processes on many machines never run the same critical section at once.
 
-The Redis server is given by --redis or $DLOCK_REDIS (default ` + DefaultRedis + `):
+The Redis server is given by --redis or $DLOCK_REDIS (default ` + DefaultRedis + `),
+or read from the file named by --redis-file or $DLOCK_REDIS_FILE:
 redis:// or rediss:// (TLS) URLs, with user:password@ for ACLs. Several
-comma-separated URLs, or --cluster, mean a Redis Cluster. With --redlock,
-the URLs are independent masters (3 or 5) and a lock is held on a majority
-of them (Redlock: plain mutexes only).`,
+comma-separated URLs (or lines of the file), or --cluster, mean a Redis
+Cluster. With --redlock, the URLs are independent masters (3 or 5) and a
+lock is held on a majority of them (Redlock: plain mutexes only).
+
+Keep a password off the command line, where other users of the machine
+can read it (ps, /proc): put the URL in $DLOCK_REDIS or in a file only you
+can read. dlock never prints it.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	def := os.Getenv("DLOCK_REDIS")
-	if def == "" {
-		def = DefaultRedis
-	}
-	root.PersistentFlags().StringVar(&e.redisURL, "redis", def, "Redis URL(s), comma-separated for a cluster ($DLOCK_REDIS)")
+	// Defaults from the environment are resolved when connecting, not shown
+	// in --help: a URL may carry a password.
+	root.PersistentFlags().StringVar(&e.redisURL, "redis", "", "Redis URL(s), comma-separated for a cluster (default $DLOCK_REDIS, else "+DefaultRedis+")")
+	root.PersistentFlags().StringVar(&e.redisFile, "redis-file", "", "read the Redis URL(s) from this file, keeping a password off the command line (default $DLOCK_REDIS_FILE)")
+	root.PersistentFlags().StringVar(&e.tlsCA, "tls-ca", "", "PEM file of the CA certificates that sign the Redis server's, for rediss:// (default $DLOCK_TLS_CA, else the system's)")
+	root.PersistentFlags().StringVar(&e.tlsCert, "tls-cert", "", "PEM file of a client certificate, for Redis servers that ask for one (default $DLOCK_TLS_CERT)")
+	root.PersistentFlags().StringVar(&e.tlsKey, "tls-key", "", "PEM file of the client certificate's key (default $DLOCK_TLS_KEY)")
 	root.PersistentFlags().BoolVar(&e.cluster, "cluster", false, "connect to a Redis Cluster")
 	root.PersistentFlags().BoolVar(&e.redlock, "redlock", false, "the --redis URLs are independent masters: hold locks on a majority (Redlock)")
 	root.PersistentFlags().StringVar(&e.prefix, "prefix", dlock.DefaultPrefix, "key prefix of the locks")
@@ -123,82 +141,40 @@ of them (Redlock: plain mutexes only).`,
 	return root
 }
 
-// connect opens the Redis client and a dlock client on it; close both
-// with the returned function.
-func (e *env) connect() (*dlock.Client, func(), error) {
-	if e.redlock {
-		return e.connectRedlock()
-	}
-	rdb, err := e.redisClient()
-	if err != nil {
-		return nil, nil, err
-	}
-	c := dlock.New(rdb, dlock.WithPrefix(e.prefix))
-	return c, func() { c.Close(); rdb.Close() }, nil
-}
-
-// connectRedlock opens one client per --redis URL and a Redlock client on
-// them.
-func (e *env) connectRedlock() (*dlock.Client, func(), error) {
-	if e.cluster {
-		return nil, nil, usage("--redlock and --cluster exclude each other")
-	}
-	opts, err := e.redisOptions()
-	if err != nil {
-		return nil, nil, err
-	}
-	rdbs := make([]redis.UniversalClient, len(opts))
-	for i, o := range opts {
-		rdbs[i] = redis.NewClient(o)
-	}
-	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix))
-	return c, func() {
-		c.Close()
-		for _, r := range rdbs {
-			r.Close()
-		}
-	}, nil
-}
-
-// redisOptions parses the --redis URLs with go-redis' own parser.
-func (e *env) redisOptions() ([]*redis.Options, error) {
-	var opts []*redis.Options
-	for _, u := range strings.Split(e.redisURL, ",") {
-		o, err := redis.ParseURL(strings.TrimSpace(u))
-		if err != nil {
-			return nil, usage("bad --redis URL %q: %v", u, err)
-		}
-		opts = append(opts, o)
-	}
-	return opts, nil
-}
-
-// redisClient connects to the --redis URLs: one server, or a cluster.
-func (e *env) redisClient() (redis.UniversalClient, error) {
-	opts, err := e.redisOptions()
-	if err != nil {
-		return nil, err
-	}
-	first := opts[0]
-	if len(opts) == 1 && !e.cluster {
-		return redis.NewClient(first), nil
-	}
-	var addrs []string
-	for _, o := range opts {
-		addrs = append(addrs, o.Addr)
-	}
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:     addrs,
-		Username:  first.Username,
-		Password:  first.Password,
-		TLSConfig: first.TLSConfig,
-	}), nil
-}
-
 // failed turns a library error into an exit: bad input is a usage error.
 func failed(err error) error {
 	if errors.Is(err, dlock.ErrInvalid) || errors.Is(err, dlock.ErrNoMember) || errors.Is(err, dlock.ErrUnsupported) {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	if unreachable(err) {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", err)}
+	}
 	return &ExitError{Code: 1, Err: err}
+}
+
+var quietOnce sync.Once
+
+// quiet is a go-redis logger that keeps go-redis' own lines off stderr.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// unreachable reports whether err says that Redis could not be reached or
+// could not serve: a connection refused, reset or timed out, a server still
+// loading its data or without a master. A lock that Lock waited for in vain
+// while Redis was down is reported so, not as held elsewhere.
+func unreachable(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+			if strings.HasPrefix(reply.Error(), p) {
+				return true
+			}
+		}
+	}
+	return false
 }

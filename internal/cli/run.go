@@ -155,6 +155,9 @@ func (e *env) hold(ctx context.Context, o *holdOpts, what string,
 	if sig != nil {
 		return &ExitError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted while waiting for %s", what)}
 	}
+	if unreachable(err) {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis; %s not obtained: %w", what, err)}
+	}
 	if errors.Is(err, dlock.ErrNotAcquired) {
 		msg := fmt.Sprintf("%s is held by another process; not obtained", what)
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +69,8 @@ type channel struct {
 	pending    int           // subscribe/unsubscribe replies still to come
 	ready      chan struct{} // closed while the subscription is confirmed
 	gone       chan struct{} // closed when the hub gives the channel up
+	refused    chan struct{} // closed when Redis refused the subscription
+	refusal    error         // why, once refused is closed
 	confirmed  bool
 	disrupted  bool // the connection broke since the last confirmation
 	idle       *time.Timer
@@ -150,6 +153,14 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 	defer t.Stop()
 	select {
 	case <-w.ready:
+	case <-w.ch.refused:
+		// Not allowed to listen (an ACL without the channel): waiting
+		// would only ever wake by timers, so say so.
+		h.mu.Lock()
+		err := w.ch.refusal
+		h.mu.Unlock()
+		w.Close()
+		return nil, err
 	case <-w.ch.gone:
 		// The hub gave the channel up before Redis confirmed it (its
 		// connection broke): the waiter is Detached and already woken, and
@@ -189,7 +200,7 @@ func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Wai
 		return nil
 	}
 	if ch == nil {
-		ch = &channel{name: name, shard: sh, ready: make(chan struct{}), gone: make(chan struct{})}
+		ch = &channel{name: name, shard: sh, ready: make(chan struct{}), gone: make(chan struct{}), refused: make(chan struct{})}
 		h.chans[name] = ch
 	}
 	w := ch.add(h, key)
@@ -406,6 +417,10 @@ func (h *Hub) receive(sh *shard) {
 		}
 		var reply redis.Error
 		if errors.As(err, &reply) {
+			if strings.HasPrefix(err.Error(), "NOPERM") {
+				h.refuse(sh, err)
+				continue
+			}
 			// An error reply (MOVED after a slot migration, say) on a
 			// healthy connection: its channel stays unconfirmed, and its
 			// waiters rely on their own expiry wake-ups.
@@ -440,6 +455,22 @@ func (h *Hub) receive(sh *shard) {
 			h.confirm(m)
 		case *redis.Message:
 			h.dispatch(m.Channel, m.Payload)
+		}
+	}
+}
+
+// refuse fails the subscriptions of sh still waiting for Redis'
+// confirmation, which Redis refused for want of a permission: the reply
+// does not say which channel, but an ACL that refuses one dlock channel
+// refuses them all. Their Subscribe calls return err; the channels are
+// dropped once their waiters leave.
+func (h *Hub) refuse(sh *shard, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range h.chans {
+		if ch.shard == sh && ch.subscribed && !ch.confirmed && ch.refusal == nil {
+			ch.refusal = err
+			close(ch.refused)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ type Server struct {
 	conf    string   // a config file, first on the command line, if set
 	args    []string // appended to the command line
 	cluster bool
+	tls     *TLSFiles // serve TLS too, on busPort (see StartTLS)
 
 	mu      sync.Mutex
 	port    int
@@ -206,6 +208,28 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// RestartEmpty is Restart after deleting the server's saved data (RDB and
+// AOF files): a restart that forgets every key even when the server
+// persists them.
+func (s *Server) RestartEmpty(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.killLocked()
+	if err == nil {
+		err = errors.Join(os.Remove(filepath.Join(s.dir, "dump.rdb")), os.RemoveAll(filepath.Join(s.dir, "appendonlydir")))
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+	}
+	if err == nil {
+		err = s.spawnLocked()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Stop kills the server if it is running. It is idempotent and called
 // automatically in t.Cleanup.
 func (s *Server) Stop() { _ = s.stop() }
@@ -297,6 +321,7 @@ func (s *Server) spawnLocked() error {
 			// Let a replica take over however long its master was gone.
 			"--cluster-replica-validity-factor", "0")
 	}
+	args = append(args, s.tlsArgs()...)
 	args = append(args, s.args...)
 
 	out := &tail{}

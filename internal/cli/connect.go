@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+)
+
+// connect opens the Redis client and a dlock client on it; close both
+// with the returned function.
+func (e *env) connect() (*dlock.Client, func(), error) {
+	if e.redlock {
+		return e.connectRedlock()
+	}
+	rdb, err := e.redisClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	c := dlock.New(rdb, dlock.WithPrefix(e.prefix))
+	return c, func() { c.Close(); rdb.Close() }, nil
+}
+
+// connectRedlock opens one client per Redis URL and a Redlock client on
+// them.
+func (e *env) connectRedlock() (*dlock.Client, func(), error) {
+	if e.cluster {
+		return nil, nil, usage("--redlock and --cluster exclude each other")
+	}
+	opts, err := e.redisOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	rdbs := make([]redis.UniversalClient, len(opts))
+	for i, o := range opts {
+		rdbs[i] = redis.NewClient(o)
+	}
+	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix))
+	return c, func() {
+		c.Close()
+		for _, r := range rdbs {
+			r.Close()
+		}
+	}, nil
+}
+
+// redisClient connects to the Redis URLs: one server, or a cluster.
+func (e *env) redisClient() (redis.UniversalClient, error) {
+	opts, err := e.redisOptions()
+	if err != nil {
+		return nil, err
+	}
+	first := opts[0]
+	if len(opts) == 1 && !e.cluster {
+		return redis.NewClient(first), nil
+	}
+	var addrs []string
+	for _, o := range opts {
+		addrs = append(addrs, o.Addr)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:     addrs,
+		Username:  first.Username,
+		Password:  first.Password,
+		TLSConfig: first.TLSConfig,
+	}), nil
+}
+
+// redisOptions parses the Redis URLs with go-redis' own parser and adds
+// the TLS files.
+func (e *env) redisOptions() ([]*redis.Options, error) {
+	urls, err := e.redisURLs()
+	if err != nil {
+		return nil, err
+	}
+	tlsFiles, err := e.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	var opts []*redis.Options
+	for _, u := range urls {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, usage("bad Redis URL %q: %v", redact(u), redactAll(err.Error(), u))
+		}
+		if tlsFiles != nil {
+			if o.TLSConfig == nil {
+				return nil, usage("--tls-ca, --tls-cert and --tls-key need a rediss:// URL, not %q", redact(u))
+			}
+			o.TLSConfig.RootCAs, o.TLSConfig.Certificates = tlsFiles.RootCAs, tlsFiles.Certificates
+		}
+		opts = append(opts, o)
+	}
+	return opts, nil
+}
+
+// redisURLs returns the URLs to connect to: --redis, else the lines of
+// --redis-file, else $DLOCK_REDIS, else the lines of $DLOCK_REDIS_FILE,
+// else DefaultRedis.
+func (e *env) redisURLs() ([]string, error) {
+	list, file := e.redisURL, e.redisFile
+	if list == "" && file == "" {
+		list, file = os.Getenv("DLOCK_REDIS"), os.Getenv("DLOCK_REDIS_FILE")
+		if list != "" {
+			file = ""
+		}
+	}
+	if list == "" && file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usage("reading the Redis URL: %v", err)
+		}
+		list = strings.Join(strings.Fields(string(b)), ",")
+		if list == "" {
+			return nil, usage("no Redis URL in %s", file)
+		}
+	}
+	if list == "" {
+		list = DefaultRedis
+	}
+	var urls []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return nil, usage("no Redis URL given")
+	}
+	return urls, nil
+}
+
+// tlsConfig loads --tls-ca, --tls-cert and --tls-key (or their
+// environment variables); nil when none is given.
+func (e *env) tlsConfig() (*tls.Config, error) {
+	ca, cert, key := orEnv(e.tlsCA, "DLOCK_TLS_CA"), orEnv(e.tlsCert, "DLOCK_TLS_CERT"), orEnv(e.tlsKey, "DLOCK_TLS_KEY")
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, usage("--tls-ca: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, usage("--tls-ca: no PEM certificate in %s", ca)
+		}
+	}
+	if (cert == "") != (key == "") {
+		return nil, usage("--tls-cert and --tls-key go together")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, usage("--tls-cert/--tls-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func orEnv(flag, name string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(name)
+}
+
+// userinfo matches the user:password@ part of a URL that may not parse.
+var userinfo = regexp.MustCompile(`//[^/@]*@`)
+
+// redact hides the password of a Redis URL, for messages.
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil && p.User != nil {
+		return p.Redacted()
+	}
+	return userinfo.ReplaceAllString(u, "//xxxxx@")
+}
+
+// redactAll hides in msg the password of u, wherever msg quotes it.
+func redactAll(msg, u string) string {
+	if p, err := url.Parse(u); err == nil && p.User != nil {
+		if pw, ok := p.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return userinfo.ReplaceAllString(msg, "//xxxxx@")
+}
