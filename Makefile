@@ -1,6 +1,6 @@
 # Benchmarks live in bench/, a module of their own, so that the library's
 # go.mod gains no dependencies. See docs/benchmarks.md.
-.PHONY: bench bench-quick
+.PHONY: bench bench-quick faults
 
 # The full run: a few minutes; writes bench/results.json.
 bench:
@@ -9,3 +9,8 @@ bench:
 # A short run to try things out: under 2 minutes; writes bench/quick.json.
 bench-quick:
 	cd bench && go run . -quick -out quick.json
+
+# The fault-injection run: a minute per fault (about 8 minutes); prints the
+# table that the README's GUARANTEES quotes. CI runs it for 2s per fault.
+faults:
+	DLOCK_FAULT_PHASE=60s go test -run '^TestFaults$$' -v -count=1 -timeout 30m .

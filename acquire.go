@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock/internal/token"
+	"github.com/go-dlock/dlock/internal/watchdog"
 )
 
 // attempt is the outcome of one try script.
@@ -82,6 +83,9 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 			c.giveUp(ctx, a, tok, pending, false)
 		}
 		return nil, a.failedAfter(ctx, err, noReply(pending, nil))
+	case r.ok && a.late(sent):
+		c.giveUp(ctx, a, tok, nil, true)
+		return nil, a.failed(ctx, errLate)
 	case r.ok:
 		return a.grant(tok, r, sent), nil
 	}
@@ -123,6 +127,18 @@ func untrusted(err error) bool {
 	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) ||
 		errors.As(err, &invalid) || errors.As(err, &header)
 }
+
+// late reports whether the reply to a try sent at sent that took the lock
+// came too late to use: the lease's deadline (see watchdog.Deadline) has
+// passed, so it would be declared lost at once while Redis may already
+// have let it expire and given the lock to another. Redis (paused before
+// it wrote the reply) or the network held the reply back.
+func (a *acquisition) late(sent time.Time) bool {
+	return a.cfg.ttl > 0 && !time.Now().Before(watchdog.Deadline(sent, a.cfg.ttl))
+}
+
+// errLate is the error of a try whose reply came too late (see late).
+var errLate = fmt.Errorf("lock granted, but the reply from Redis came after the lease's deadline: %w", os.ErrDeadlineExceeded)
 
 // errNoReply is the trouble of a try abandoned when ctx ended: Redis had
 // not answered it (it is slow, paused, or unreachable). It matches

@@ -211,6 +211,8 @@ func runHelper(mode string) int {
 		return rwMixHelper()
 	case "rwwrite":
 		return rwWriteForever()
+	case "faults":
+		return faultWorker()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2

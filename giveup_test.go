@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -366,5 +367,53 @@ func TestGiveUpReportsLastError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "last try") || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("Lock: %q, want it to name the last try's error", err)
+	}
+}
+
+// TestLateReplyIsNotALease: a reply that reaches the caller after the
+// lease's deadline (Redis paused before it wrote the reply, or the network
+// held it back) is not handed out as a lease, for Redis may already have
+// let it expire: a Try form gives it up and says so, and a waiting form
+// tries again, getting the lease with its TTL set anew from that try.
+func TestLateReplyIsNotALease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const ttl = 500 * time.Millisecond // declared lost 450ms after the try was sent
+	for _, f := range acquireForms {
+		t.Run(f.name, func(t *testing.T) {
+			p, c, other := proxied(t, srv)
+			ctx := t.Context()
+			probe := marker()
+			delivered := p.DelayReply(probe, 470*time.Millisecond)
+			lease, err := f.take(ctx, c, dlock.WithMetadata(probe), dlock.WithTTL(ttl))
+			select {
+			case <-delivered:
+			default:
+				t.Fatalf("the proxy delayed no reply (acquire: %v)", err)
+			}
+			if !f.block {
+				if !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, dlock.ErrNotAcquired) {
+					t.Fatalf("Try form: %v, want the late reply's error", err)
+				}
+				if err := f.free(ctx, other); err != nil {
+					t.Fatalf("another client, at once: %v; want the late lease given up", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("waiting form: %v", err)
+			}
+			// Past the first grant's expiry: the lease lives on only if
+			// the second try set its TTL anew.
+			time.Sleep(300 * time.Millisecond)
+			select {
+			case <-lease.Lost():
+				t.Fatal("lease lost: the try sent again did not renew its TTL")
+			default:
+			}
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+		})
 	}
 }

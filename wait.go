@@ -72,6 +72,11 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	r, pending, err := s.a.run(ctx, s.tok)
 	s.pending, s.answered = pending, !unanswered(err)
 	switch {
+	case err == nil && r.ok && s.a.late(sent):
+		// Tried again at once: a try of the same token that finds the
+		// lease still held sets its TTL anew, from a send time known.
+		s.trouble = errLate
+		return nil, 0, nil
 	case err == nil && r.ok:
 		return s.a.grant(s.tok, r, sent), 0, nil
 	case err == nil:

@@ -17,7 +17,8 @@
 -- ARGV[6]  starve_us: how long the first waiter may wait before newcomers
 --          must queue behind it; 0 = at once (FairMutex)
 -- Returns  {1, fence} when taken (also when this token already holds it:
---          go-redis may send a script again after a lost reply);
+--          a try may be sent again after a lost reply; the lease's TTL
+--          then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (0 when free but another waiter is first)}.
 local tok = ARGV[1]
@@ -26,6 +27,11 @@ local now_ms = math.floor(now / 1000)
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence')
 if holder[1] == tok then
+  -- A try sent again after its reply was lost: the caller counts the
+  -- lease's TTL from this try, so Redis must too.
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return {1, tonumber(holder[2])}
 end
 local held = holder[2]

@@ -12,7 +12,8 @@
 -- ARGV[3]  metadata shown by Status
 -- ARGV[4]  intention liveness in ms; 0 = register none (TryLock, PreferReaders)
 -- Returns  {1, fence} when taken (also when this token already holds it:
---          go-redis may send a script again after a lost reply);
+--          a try may be sent again after a lost reply; the lease's TTL
+--          then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence, else the oldest reader's}.
 local tok = ARGV[1]
@@ -21,6 +22,11 @@ local now_ms = math.floor(now / 1000)
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 local w = redis.call('HMGET', KEYS[1], 'tok', 'fence')
 if w[1] == tok then
+  -- A try sent again after its reply was lost: the caller counts the
+  -- lease's TTL from this try, so Redis must too.
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return {1, tonumber(w[2])}
 end
 local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')

@@ -10,7 +10,9 @@
 -- ARGV[2]  TTL in ms; 0 = the share never expires
 -- ARGV[3]  metadata shown by Status
 -- ARGV[4]  1 to wait while a writer's intention lives (PreferWriters), 0 not to
--- Returns  {1, fence} when taken (also when this token already has a share);
+-- Returns  {1, fence} when taken (also when this token already has a share:
+--          a try may be sent again after a lost reply; the share's TTL
+--          then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence; when only intentions stop
 --           the caller, the oldest reader's fence or 0}.
@@ -20,6 +22,13 @@ local now_ms = math.floor(now / 1000)
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 local mine = redis.call('ZSCORE', KEYS[3], tok)
 if mine then
+  -- A try sent again after its reply was lost: the caller counts the
+  -- share's TTL from this try, so Redis must too.
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then
+    redis.call('ZADD', KEYS[4], int(now_ms + ttl), tok)
+    expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+  end
   return {1, tonumber(mine)}
 end
 local w = redis.call('HGET', KEYS[1], 'fence')

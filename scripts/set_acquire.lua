@@ -8,7 +8,8 @@
 -- ARGV[3]  metadata shown by Members
 -- ARGV[4]  the member wanted; '' for any
 -- Returns  {1, fence, member} when taken (also when this token already
---          holds one: go-redis may send a script again after a lost reply);
+--          holds one: a try may be sent again after a lost reply; the
+--          lease's TTL then starts anew);
 --          {0, ms until a lease that blocks us runs out (-1: none will;
 --           only a release or an Add helps), holder: the named member's
 --           fence, or for any member the set's last fence};
@@ -22,6 +23,11 @@ local mine = redis.call('HGET', KEYS[5], tok)
 if mine then
   local e = set_expiry(mine)
   if e and e > now_ms then
+    -- A try sent again after its reply was lost: the caller counts the
+    -- lease's TTL from this try, so Redis must too.
+    if ttl > 0 then
+      redis.call('ZADD', KEYS[3], int(math.ceil(now / 1000) + ttl), mine)
+    end
     return {1, tonumber(redis.call('HGET', KEYS[8], mine)), mine}
   end
 end

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections on 127.0.0.1 to a Redis server, and can
@@ -26,6 +27,7 @@ type Proxy struct {
 // fault is an armed DropReply.
 type fault struct {
 	marker  []byte
+	delay   time.Duration // deliver the reply this late instead of losing it
 	hang    bool
 	before  func()        // run once the reply arrived, before it is lost
 	dropped chan struct{} // closed once the reply was lost
@@ -58,6 +60,16 @@ func (p *Proxy) DropReply(marker string, hang bool, before func()) <-chan struct
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fault = &fault{marker: []byte(marker), hang: hang, before: before, dropped: make(chan struct{})}
+	return p.fault.dropped
+}
+
+// DelayReply arms the proxy: the reply to the next request that contains
+// marker reaches the client d after Redis sent it. The returned channel
+// is closed once it was delivered.
+func (p *Proxy) DelayReply(marker string, d time.Duration) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = &fault{marker: []byte(marker), delay: d, dropped: make(chan struct{})}
 	return p.fault.dropped
 }
 
@@ -155,6 +167,15 @@ func (p *Proxy) serve(client net.Conn) {
 		if n > 0 {
 			select {
 			case f := <-faults:
+				if f.delay > 0 {
+					time.Sleep(f.delay)
+					_, werr := client.Write(buf[:n])
+					close(f.dropped)
+					if werr != nil {
+						return
+					}
+					continue
+				}
 				if f.before != nil {
 					f.before()
 				}
