@@ -39,6 +39,7 @@ const (
 	faultHold       = 2 * time.Millisecond
 	faultPhaseCI    = 2 * time.Second
 	faultCycle      = 5 * time.Second // between injections, in longer runs
+	faultStallBound = 8 * time.Second // the longest a lock may go without a new holder
 	faultSetMembers = 2
 )
 
@@ -187,6 +188,10 @@ func (r *resource) forget(pid int) {
 func (r *resource) phase(fault string) faultReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A lock that stopped changing hands stalls until now.
+	for _, e := range r.entry {
+		r.r.longestStall = max(r.r.longestStall, time.Since(e))
+	}
 	done := r.r
 	r.r = faultReport{fault: fault}
 	r.entry = map[string]time.Time{}
@@ -332,6 +337,11 @@ func TestFaults(t *testing.T) {
 		}
 		if r.acquisitions == 0 {
 			t.Errorf("%s: no acquisition: the locks did not recover", r.fault)
+		}
+		// A fault lasts at most 2×TTL; then a dead waiter ahead in a
+		// queue costs 3s more, a dead holder its TTL.
+		if r.longestStall > faultStallBound {
+			t.Errorf("%s: a lock went %v without changing hands; want at most %v", r.fault, r.longestStall, faultStallBound)
 		}
 		keepsData := !strings.Contains(r.fault, "without data") && !strings.Contains(r.fault, "holder paused")
 		if keepsData && r.overlaps > 0 {

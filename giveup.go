@@ -42,7 +42,13 @@ func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending
 		}
 	}
 	if rounds > 0 {
-		c.giveUps.start(a, tok, pending, rounds)
+		// Whatever tok holds lapses by itself after the TTL, or the queue
+		// liveness for a waiter's place.
+		lapse := time.Duration(0)
+		if a.cfg.ttl > 0 {
+			lapse = max(a.cfg.ttl, queueLiveness)
+		}
+		c.giveUps.start(a.name, lapse, func(ctx context.Context) error { return a.withdraw(ctx, tok) }, pending, rounds)
 	}
 }
 
@@ -67,29 +73,29 @@ func newGiveUps(log *slog.Logger) *giveUps {
 	return &giveUps{log: log, ctx: ctx, cancel: cancel}
 }
 
-// start withdraws tok rounds times in the background, the last time
-// after pending.
-func (g *giveUps) start(a *acquisition, tok string, pending <-chan struct{}, rounds int) {
+// start runs withdraw (a give-up, or a release that Unlock could not
+// make) in the background rounds times, the last time after pending,
+// retrying it while it fails, until lapse has passed (0: until Close), by
+// when what it withdraws has expired by itself.
+func (g *giveUps) start(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		g.log.Warn("dlock: client closed; what a failed acquisition may hold lapses with its TTL", "lock", a.name)
+		g.log.Warn("dlock: client closed; what a failed acquisition or unlock may hold lapses with its TTL", "lock", name)
 		return
 	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.run(a, tok, pending, rounds)
+		g.run(name, lapse, withdraw, pending, rounds)
 	}()
 }
 
-// run is start's goroutine. It ends once what tok may hold would have
-// expired by itself: after the TTL, or the queue liveness for a waiter's
-// place; with leases that never expire, only at Close.
-func (g *giveUps) run(a *acquisition, tok string, pending <-chan struct{}, rounds int) {
+// run is start's goroutine.
+func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int) {
 	ctx, cancel := g.ctx, context.CancelFunc(func() {})
-	if a.cfg.ttl > 0 {
-		ctx, cancel = context.WithTimeout(g.ctx, max(a.cfg.ttl, queueLiveness))
+	if lapse > 0 {
+		ctx, cancel = context.WithTimeout(g.ctx, lapse)
 	}
 	defer cancel()
 	var backoff time.Duration
@@ -101,15 +107,15 @@ func (g *giveUps) run(a *acquisition, tok string, pending <-chan struct{}, round
 			}
 		}
 		actx, acancel := context.WithTimeout(ctx, giveUpTry)
-		err := a.withdraw(actx, tok)
+		err := withdraw(actx)
 		acancel()
 		switch {
 		case err == nil:
 			rounds--
 			continue
 		case ctx.Err() != nil || !transient(err):
-			g.log.Warn("dlock: giving up a failed acquisition did not reach Redis; what it may hold lapses with its TTL",
-				"lock", a.name, "err", err)
+			g.log.Warn("dlock: giving up a failed acquisition or unlock did not reach Redis; what it may hold lapses with its TTL",
+				"lock", name, "err", err)
 			return
 		}
 		backoff = grow(backoff)

@@ -26,8 +26,14 @@ type Lease struct {
 	lost     chan struct{}
 	lostOnce sync.Once
 
+	// giveUps releases in the background a lease whose Unlock failed.
+	giveUps *giveUps
+
 	mu       sync.Mutex // serialises Refresh and Unlock
 	released bool
+	// releasing is set once an Unlock failed and the release goes on in
+	// the background; released is then set when it succeeds.
+	releasing bool
 }
 
 // leaseOps is what a primitive does to Redis for a lease it issued.
@@ -49,9 +55,9 @@ type leaseOps interface {
 var errGone = errors.New("lease gone")
 
 // newLease starts watching a lease whose acquiring request was sent at
-// sent.
-func newLease(name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time) *Lease {
-	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{})}
+// sent, for the client c.
+func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time) *Lease {
+	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps}
 	if cfg.ttl == 0 {
 		return l
 	}
@@ -134,13 +140,19 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // Unlock releases the lease and wakes waiters. It returns ErrLost if the
 // lease was lost before or while it ran (Lost() was closed) or is no
 // longer held; a second Unlock returns ErrInvalid. If Redis cannot be
-// reached before ctx ends, Unlock returns the error and the lease stays
-// held and watched as before (if the release reaches Redis later, the next
-// renewal finds the lease gone and closes Lost()): call Unlock again, or
-// let the lease expire.
+// reached before ctx ends, Unlock returns the error, and the release goes
+// on in the background: the lease is no longer renewed, so it ends by its
+// TTL at the latest, and Lost() still closes at its deadline unless the
+// release succeeds first. Calling Unlock again tries the release at once
+// (nil if the background one succeeded meanwhile); dropping the lease is
+// safe too.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.released && l.releasing {
+		l.releasing = false // the release done in the background answers this call
+		return nil
+	}
 	if err := l.usable(); err != nil {
 		return err
 	}
@@ -159,17 +171,47 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	if err != nil {
 		if l.wd != nil && !l.isLost() {
+			// Unlock means release: no more renewals, only the watch of
+			// the deadline, while the release is retried.
+			l.wdc.Auto = false
 			l.wd = watchdog.Start(l.wdc, deadline)
+			if !l.releasing {
+				l.releasing = true
+				l.giveUps.start(l.name, l.ttl, l.releaseLate, nil, 1)
+			}
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
-	l.released = true
+	retried := l.releasing
+	l.released, l.releasing = true, false
 	if l.isLost() {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrLost, l.name)
 	}
-	if !ok {
+	if !ok && !retried {
 		l.markLost()
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
+	}
+	// After an Unlock that failed while the lease was held, a release that
+	// finds it gone means an earlier attempt got through: released.
+	return nil
+}
+
+// releaseLate is the background release after a failed Unlock. Once
+// Redis answers, the lease counts as unlocked and its watch ends: released
+// now, or found gone because an earlier attempt got through (the lease was
+// held when Unlock was called, or Lost() would have closed).
+func (l *Lease) releaseLate(ctx context.Context) error {
+	_, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.released && !l.isLost() {
+		l.released = true
+		if l.wd != nil {
+			l.wd.Stop()
+		}
 	}
 	return nil
 }

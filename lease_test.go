@@ -53,3 +53,42 @@ func TestLostClosesWhileUnlockHangs(t *testing.T) {
 		t.Errorf("Unlock after loss: %v, want ErrLost", err)
 	}
 }
+
+// TestFailedUnlockReleasesInBackground: an Unlock that cannot reach Redis
+// does not leave the lease renewed for ever (dropping it, as Do does, would
+// then keep the lock held): the release goes on in the background, and
+// another client gets the lock soon after Redis is back, long before the
+// TTL; a retried Unlock then reports success.
+func TestFailedUnlockReleasesInBackground(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	other, _, _ := newClient(t, srv)
+	const ttl = 30 * time.Second
+	l, err := c.Mutex("bg", dlock.WithTTL(ttl)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := l.Unlock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unlock against a paused Redis: %v, want DeadlineExceeded", err)
+	}
+	srv.Resume(t)
+	lctx, lcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer lcancel()
+	next, err := other.Mutex("bg").Lock(lctx)
+	if err != nil {
+		t.Fatalf("another client: %v; want the lock released in the background, long before the TTL (%v)", err, ttl)
+	}
+	defer next.Unlock(t.Context())
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Errorf("Unlock again after the background release: %v, want nil", err)
+	}
+	select {
+	case <-l.Lost():
+		t.Error("Lost() closed for a lease that was released")
+	default:
+	}
+}

@@ -279,7 +279,7 @@ func (s *MutexSet) acquisition(member string) *acquisition {
 			return parseSetAttempt(v)
 		},
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(r.member, tok, r.fence, setMember{s, r.member}, s.cfg, sent)
+			return newLease(s.c, r.member, tok, r.fence, setMember{s, r.member}, s.cfg, sent)
 		},
 		leave: s.leave,
 	}

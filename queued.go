@@ -103,7 +103,7 @@ func (q *queued) acquisition(wait bool) *acquisition {
 			return parseAttempt(v)
 		},
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(q.name, tok, r.fence, q, q.cfg, sent)
+			return newLease(q.c, q.name, tok, r.fence, q, q.cfg, sent)
 		},
 		leave: func(ctx context.Context, tok string) error {
 			return queueLeave.Run(ctx, q.c.rdb, q.keyList(), tok, q.c.hub.PublishCommand(), q.keys.Channel()).Err()

@@ -127,7 +127,7 @@ func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) 
 		channel: r.ch,
 		try:     r.try,
 		grant: func(tok string, a attempt, sent time.Time) *Lease {
-			return newLease(r.name, tok, a.fence, &redlockLease{r: r, fence: a.fence, asked: a.asked}, r.cfg, sent)
+			return newLease(r.c, r.name, tok, a.fence, &redlockLease{r: r, fence: a.fence, asked: a.asked}, r.cfg, sent)
 		},
 		// A caller that gives up may hold a share whose reply it missed,
 		// on any node.

@@ -190,7 +190,7 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 		cfg:     rw.cfg,
 		channel: rw.writersChannel(),
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(rw.name, tok, r.fence, rw, rw.cfg, sent)
+			return newLease(rw.c, rw.name, tok, r.fence, rw, rw.cfg, sent)
 		},
 		leave: rw.leave,
 	}
@@ -244,7 +244,7 @@ func (rw *RWMutex) reader() *acquisition {
 			return parseAttempt(v)
 		},
 		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(rw.name, tok, r.fence, readSide{rw}, rw.cfg, sent)
+			return newLease(rw.c, rw.name, tok, r.fence, readSide{rw}, rw.cfg, sent)
 		},
 		// A reader that gives up holds at most a share its try took unseen.
 		leave: func(ctx context.Context, tok string) error {

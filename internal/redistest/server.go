@@ -197,15 +197,7 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal) {
 // loads saved keys.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.killLocked()
-	if err == nil {
-		err = s.spawnLocked()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.restart(t, false)
 }
 
 // RestartEmpty is Restart after deleting the server's saved data (RDB and
@@ -213,13 +205,18 @@ func (s *Server) Restart(t testing.TB) {
 // persists them.
 func (s *Server) RestartEmpty(t testing.TB) {
 	t.Helper()
+	s.restart(t, true)
+}
+
+func (s *Server) restart(t testing.TB, forget bool) {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.killLocked()
-	if err == nil {
-		err = errors.Join(os.Remove(filepath.Join(s.dir, "dump.rdb")), os.RemoveAll(filepath.Join(s.dir, "appendonlydir")))
-		if errors.Is(err, os.ErrNotExist) {
-			err = nil
+	if err == nil && forget {
+		err = os.RemoveAll(filepath.Join(s.dir, "appendonlydir"))
+		if rerr := os.Remove(filepath.Join(s.dir, "dump.rdb")); !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
 		}
 	}
 	if err == nil {
