@@ -3,6 +3,9 @@ package dlock_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +157,49 @@ func TestRedlockCallsReturnByDeadline(t *testing.T) {
 		{"Lease.Unlock", func(ctx context.Context) error { return leases["unlock"].Unlock(ctx) }},
 	}
 	checkReturnByDeadline(t, calls)
+}
+
+// TestLockReturnsByDeadlineWhileSubscribing: a Lock whose try was answered
+// (the lock is held) but whose subscription connection cannot be set up
+// (Redis takes no new connection) still returns by its ctx deadline.
+func TestLockReturnsByDeadlineWhileSubscribing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	var dials atomic.Int32
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) > 1 { // the first connection serves the try
+				addr = silent.Addr().String()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	other, _, _ := newClient(t, srv)
+	if _, err := other.Mutex("m", dlock.WithTTL(time.Minute)).TryLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	checkReturnByDeadline(t, []publicCall{{"Mutex.Lock", func(ctx context.Context) error {
+		_, err := c.Mutex("m").Lock(ctx)
+		return err
+	}}})
 }

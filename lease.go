@@ -170,15 +170,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		alarm.Stop()
 	}
 	if err != nil {
-		if l.wd != nil && !l.isLost() {
-			// Unlock means release: no more renewals, only the watch of
-			// the deadline, while the release is retried.
-			l.wdc.Auto = false
-			l.wd = watchdog.Start(l.wdc, deadline)
-			if !l.releasing {
-				l.releasing = true
-				l.giveUps.start(l.name, l.ttl, l.releaseLate, nil, 1)
-			}
+		if !l.isLost() {
+			l.releaseInBackground(deadline)
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
@@ -194,6 +187,25 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	// After an Unlock that failed while the lease was held, a release that
 	// finds it gone means an earlier attempt got through: released.
 	return nil
+}
+
+// releaseInBackground follows an Unlock that failed: Unlock means release,
+// so the lease is no longer renewed, only watched until deadline, and the
+// release is retried until it gets through or the lease has expired (a
+// lease that never expires: until the client is closed). The caller holds
+// l.mu.
+func (l *Lease) releaseInBackground(deadline time.Time) {
+	lapse := time.Duration(0)
+	if l.wd != nil {
+		l.wdc.Auto = false
+		l.wd = watchdog.Start(l.wdc, deadline)
+		// Redis keeps the lease no longer than the TTL last set.
+		lapse = l.wdc.TTL
+	}
+	if !l.releasing {
+		l.releasing = true
+		l.giveUps.start(l.name, lapse, l.releaseLate, nil, 1)
+	}
 }
 
 // releaseLate is the background release after a failed Unlock. Once

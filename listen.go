@@ -49,3 +49,33 @@ func (l hubListener) subscribe(ctx context.Context, channel, tok string) (waiter
 	}
 	return w, nil
 }
+
+// subscribeBounded is l.subscribe returning by ctx's end: the hub may
+// wait for a dial or for another subscription's command on go-redis'
+// own timeouts. A waiter registered after ctx ended is closed, so that no
+// release announcement is spent on it.
+func subscribeBounded(ctx context.Context, l listener, channel, tok string) (waiter, error) {
+	if ctx.Done() == nil {
+		return l.subscribe(ctx, channel, tok)
+	}
+	type result struct {
+		w   waiter
+		err error
+	}
+	out := make(chan result, 1)
+	go func() {
+		w, err := l.subscribe(ctx, channel, tok)
+		out <- result{w, err}
+	}()
+	select {
+	case r := <-out:
+		return r.w, r.err
+	case <-ctx.Done():
+	}
+	go func() {
+		if r := <-out; r.w != nil {
+			r.w.Close()
+		}
+	}()
+	return nil, ctx.Err()
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -305,6 +306,7 @@ type redlockLease struct {
 	// released marks the nodes where a release took the lease's share,
 	// so that an Unlock tried again counts them (Lease serialises Unlock).
 	released []bool
+	mu       sync.Mutex // serialises releases: Unlock's and the background one
 }
 
 var _ drifter = (*redlockLease)(nil)
@@ -321,6 +323,8 @@ func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duratio
 // gone the lease cannot be trusted to hold a majority: if fewer than a
 // majority were released it is reported lost, never held.
 func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	replies := l.r.release(ctx, tok, l.fence, l.asked)
 	if l.released == nil {
 		l.released = make([]bool, len(replies))

@@ -427,3 +427,36 @@ func TestRedlockRestsDeadNode(t *testing.T) {
 		t.Errorf("%d dials to the dead node in %v; with rests, at most %d", n, took, limit)
 	}
 }
+
+// TestRedlockFailedUnlockReleasesInBackground: an Unlock that reaches no
+// master releases in the background once they are back, and a second
+// Unlock running beside that release is safe (and reports success).
+func TestRedlockFailedUnlockReleasesInBackground(t *testing.T) {
+	t.Parallel()
+	c, srvs, _ := newRedlock(t, 3)
+	l, err := c.Mutex("bg", dlock.WithTTL(30*time.Second)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srvs {
+		s.Pause(t)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := l.Unlock(ctx); err == nil {
+		t.Fatal("Unlock with every master paused: no error")
+	}
+	for _, s := range srvs {
+		s.Resume(t)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Errorf("Unlock again: %v, want nil", err)
+	}
+	lctx, lcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer lcancel()
+	next, err := c.Mutex("bg").Lock(lctx)
+	if err != nil {
+		t.Fatalf("Lock after the failed Unlock: %v; want the lock released", err)
+	}
+	_ = next.Unlock(t.Context())
+}

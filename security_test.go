@@ -207,6 +207,35 @@ func TestACLMissingRuleIsNamed(t *testing.T) {
 	}
 }
 
+// TestACLRefusalDoesNotStick: once the missing channel rule is granted,
+// the same client listens again: a refusal is not remembered.
+func TestACLRefusalDoesNotStick(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rules := slices.DeleteFunc(ACLRules(t), func(a any) bool { return a == "&dlock:*" })
+	c := aclClient(t, srv, rules)
+	other, _, _ := newClient(t, srv)
+	if _, err := other.Mutex("m", dlock.WithTTL(time.Minute)).TryLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lock := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		_, err := c.Mutex("m").Lock(ctx)
+		return err
+	}
+	if err := lock(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("Lock without the channel rule: %v, want NOPERM", err)
+	}
+	if err := srv.Client(t).Do(t.Context(), "ACL", "SETUSER", "dlock", "&dlock:*").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Now it waits for the holder, as it should, until its ctx ends.
+	if err := lock(); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock once the rule is granted: %v, want it to wait (ErrNotAcquired, DeadlineExceeded)", err)
+	}
+}
+
 // TestACLRulesCoverScripts: every command a script runs is in the
 // README's rules, so the rules cannot fall behind the scripts.
 func TestACLRulesCoverScripts(t *testing.T) {

@@ -462,15 +462,17 @@ func (h *Hub) receive(sh *shard) {
 // refuse fails the subscriptions of sh still waiting for Redis'
 // confirmation, which Redis refused for want of a permission: the reply
 // does not say which channel, but an ACL that refuses one dlock channel
-// refuses them all. Their Subscribe calls return err; the channels are
-// dropped once their waiters leave.
+// refuses them all. Their Subscribe calls return err, and the channels are
+// forgotten (Redis holds no subscription for them), so that the next
+// Subscribe asks Redis again: the ACL may have been fixed meanwhile.
 func (h *Hub) refuse(sh *shard, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, ch := range h.chans {
+	for name, ch := range h.chans {
 		if ch.shard == sh && ch.subscribed && !ch.confirmed && ch.refusal == nil {
 			ch.refusal = err
 			close(ch.refused)
+			delete(h.chans, name)
 		}
 	}
 }
