@@ -87,17 +87,24 @@ func callsReturnByDeadline(t *testing.T, opts *redis.Options) {
 	if err := c.MutexSet("D").Add(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
+	leases := leasesFor(t, c)
+	srv.Pause(t)
+	defer srv.Resume(t)
+	checkReturnByDeadline(t, callsOn(c, leases))
+}
+
+// leasesFor takes a lease on c for each Lease call of callsOn.
+func leasesFor(t *testing.T, c *dlock.Client) map[string]*dlock.Lease {
+	t.Helper()
 	leases := map[string]*dlock.Lease{}
 	for _, name := range []string{"refresh", "held", "unlock"} {
-		l, err := c.Mutex("lease-"+name, dlock.WithTTL(time.Minute)).Lock(ctx)
+		l, err := c.Mutex("lease-"+name, dlock.WithTTL(time.Minute)).Lock(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
 		leases[name] = l
 	}
-	srv.Pause(t)
-	defer srv.Resume(t)
-	checkReturnByDeadline(t, callsOn(c, leases))
+	return leases
 }
 
 // checkReturnByDeadline calls each of calls, against a Redis that does not
@@ -134,16 +141,8 @@ func TestRedlockCallsReturnByDeadline(t *testing.T) {
 	}
 	c := dlock.NewRedlock(rdbs)
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := t.Context()
 	m := c.Mutex("D", dlock.WithTTL(time.Minute))
-	leases := map[string]*dlock.Lease{}
-	for _, name := range []string{"refresh", "held", "unlock"} {
-		l, err := c.Mutex("lease-"+name, dlock.WithTTL(time.Minute)).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leases[name] = l
-	}
+	leases := leasesFor(t, c)
 	for _, s := range servers {
 		s.Pause(t)
 		defer s.Resume(t)
