@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -28,26 +29,41 @@ func boundedTracked[T any](ctx context.Context, rdb redis.UniversalClient, op fu
 		v, err = op(ctx)
 		return v, nil, err
 	}
+	return untilDone(ctx, op, nil)
+}
+
+// untilDone runs op on a goroutine of its own and returns its result, or
+// ctx's error as soon as ctx ends. finished, when not nil, closes once the
+// abandoned op has returned; discard, if set, is then given what it
+// returned, for a result that must be undone (a registered waiter).
+func untilDone[T any](ctx context.Context, op func(context.Context) (T, error), discard func(T)) (v T, finished <-chan struct{}, err error) {
 	type result struct {
 		v   T
 		err error
 	}
 	out := make(chan result, 1)
 	done := make(chan struct{})
+	// Whoever moves state from pending first decides: op's goroutine
+	// delivers the result, or the caller abandons it.
+	const pending, delivered, abandoned = 0, 1, 2
+	var state atomic.Int32
 	go func() {
 		defer close(done)
 		v, err := op(ctx)
-		out <- result{v, err}
+		if state.CompareAndSwap(pending, delivered) {
+			out <- result{v, err}
+		} else if discard != nil {
+			discard(v)
+		}
 	}()
 	select {
 	case r := <-out:
 		return r.v, nil, r.err
 	case <-ctx.Done():
 	}
-	select {
-	case r := <-out: // it finished as ctx ended: keep its answer
+	if !state.CompareAndSwap(pending, abandoned) {
+		r := <-out // it finished as ctx ended: keep its answer
 		return r.v, nil, r.err
-	default:
 	}
 	var zero T
 	return zero, done, ctx.Err()

@@ -58,24 +58,11 @@ func subscribeBounded(ctx context.Context, l listener, channel, tok string) (wai
 	if ctx.Done() == nil {
 		return l.subscribe(ctx, channel, tok)
 	}
-	type result struct {
-		w   waiter
-		err error
-	}
-	out := make(chan result, 1)
-	go func() {
-		w, err := l.subscribe(ctx, channel, tok)
-		out <- result{w, err}
-	}()
-	select {
-	case r := <-out:
-		return r.w, r.err
-	case <-ctx.Done():
-	}
-	go func() {
-		if r := <-out; r.w != nil {
-			r.w.Close()
+	subscribe := func(ctx context.Context) (waiter, error) { return l.subscribe(ctx, channel, tok) }
+	w, _, err := untilDone(ctx, subscribe, func(w waiter) {
+		if w != nil {
+			w.Close()
 		}
-	}()
-	return nil, ctx.Err()
+	})
+	return w, err
 }
