@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -36,19 +37,17 @@ type attempt struct {
 // acquisition is how one primitive tries to take a lock, for the shared
 // try-and-wait loop.
 type acquisition struct {
-	kind string // for messages: "mutex", "fair mutex"...
-	name string
-	// rdb is where the scripts run, for bounded; nil on a Redlock client,
-	// whose fan-outs return by ctx's end by themselves.
-	rdb     redis.UniversalClient
-	cfg     lockConfig
-	channel string // where releases are announced
+	lock *lock
+	// what and name name what is taken in messages: the lock's kind and
+	// name, or for instance "member of mutex set \"pool\"" and a member.
+	what, name string
+	channel    string // where releases are announced
 	// try runs the primitive's try script once for token. Tries with the
 	// same token are idempotent: one that finds the token holding the lock
 	// reports it taken, so a try sent again after a lost reply is harmless.
 	try func(ctx context.Context, token string) (attempt, error)
-	// grant makes the lease of a successful try sent at sent.
-	grant func(token string, r attempt, sent time.Time) *Lease
+	// ops returns the operations of the lease a successful try took.
+	ops func(r attempt) leaseOps
 	// leave withdraws a caller that gives up: what a try of its own took
 	// though the caller never saw the reply, and its place in a queue or
 	// its intention. It changes nothing for a token that has neither.
@@ -58,10 +57,19 @@ type acquisition struct {
 	heartbeat time.Duration
 }
 
+// grant makes the lease of a successful try sent at sent: named for the
+// MutexSet member it took, or else for the lock.
+func (a *acquisition) grant(tok string, r attempt, sent time.Time) *Lease {
+	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent)
+}
+
 // acquire takes the lock: once if !block, else waiting until it is
 // acquired, ctx ends, or the stall timeout passes. Whatever error it
 // returns, it leaves nothing of the caller's in Redis (see giveUp).
 func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Lease, error) {
+	if err := a.lock.err; err != nil {
+		return nil, err
+	}
 	tok, err := token.New()
 	if err != nil {
 		return nil, err
@@ -89,22 +97,22 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 	case r.ok:
 		return a.grant(tok, r, sent), nil
 	}
-	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.kind, a.name)
+	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }
 
 // run is one try, returning by ctx's end; pending, when not nil, closes
 // once the abandoned request has finished.
 func (a *acquisition) run(ctx context.Context, tok string) (r attempt, pending <-chan struct{}, err error) {
-	return boundedTracked(ctx, a.rdb, func(ctx context.Context) (attempt, error) { return a.try(ctx, tok) })
+	return boundedTracked(ctx, a.lock.c.rdb, func(ctx context.Context) (attempt, error) { return a.try(ctx, tok) })
 }
 
 // failed wraps an error that ended an acquisition. When ctx ended, both
 // ErrNotAcquired and ctx.Err() match the result.
 func (a *acquisition) failed(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%w: waiting for %s %q: %w", ErrNotAcquired, a.kind, a.name, ctxErr)
+		return fmt.Errorf("%w: waiting for %s %q: %w", ErrNotAcquired, a.what, a.name, ctxErr)
 	}
-	return fmt.Errorf("dlock: %s %q: %w", a.kind, a.name, explain(err))
+	return fmt.Errorf("dlock: %s %q: %w", a.what, a.name, explain(err))
 }
 
 // failedAfter is failed, telling what went wrong with the last try, if
@@ -134,7 +142,7 @@ func untrusted(err error) bool {
 // have let it expire and given the lock to another. Redis (paused before
 // it wrote the reply) or the network held the reply back.
 func (a *acquisition) late(sent time.Time) bool {
-	return a.cfg.ttl > 0 && !time.Now().Before(watchdog.Deadline(sent, a.cfg.ttl))
+	return a.lock.cfg.ttl > 0 && !time.Now().Before(watchdog.Deadline(sent, a.lock.cfg.ttl))
 }
 
 // errLate is the error of a try whose reply came too late (see late).

@@ -97,9 +97,3 @@ func selfBounded(ctx context.Context, rdb redis.UniversalClient) bool {
 func eval[T any](ctx context.Context, rdb redis.UniversalClient, s *redis.Script, read func(*redis.Cmd) (T, error), keys []string, args ...any) (T, error) {
 	return bounded(ctx, rdb, func(ctx context.Context) (T, error) { return read(s.Run(ctx, rdb, keys, args...)) })
 }
-
-// evalErr is eval for scripts whose reply says nothing.
-func evalErr(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, args ...any) error {
-	_, err := eval(ctx, rdb, s, (*redis.Cmd).Result, keys, args...)
-	return err
-}

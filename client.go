@@ -87,19 +87,19 @@ func (c *Client) oneDeployment(what string) error {
 }
 
 // lockKeys checks a lock's name and returns its key space.
-func (c *Client) lockKeys(kind, name string) (keys.Lock, error) {
+func (c *Client) lockKeys(k kind, name string) (keys.Lock, error) {
 	if c.err != nil {
 		return keys.Lock{}, c.err
 	}
-	if kind != keys.KindMutex {
-		if err := c.oneDeployment(kindNames[kind]); err != nil {
+	if k != kindMutex {
+		if err := c.oneDeployment(k.String()); err != nil {
 			return keys.Lock{}, err
 		}
 	}
 	if err := keys.CheckName(name); err != nil {
 		return keys.Lock{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return keys.For(c.prefix, kind, name), nil
+	return keys.For(c.prefix, string(k), name), nil
 }
 
 // lockConfig applies opts over the defaults.
@@ -109,9 +109,4 @@ func newLockConfig(opts []LockOption) lockConfig {
 		o(&cfg)
 	}
 	return cfg
-}
-
-// kindNames name the kinds of lock in messages.
-var kindNames = map[string]string{
-	keys.KindMutex: "Mutex", keys.KindFair: "FairMutex", keys.KindRW: "RWMutex", keys.KindSet: "MutexSet",
 }

@@ -2,8 +2,6 @@ package dlock
 
 import (
 	"context"
-
-	"github.com/go-dlock/dlock/internal/keys"
 )
 
 // FairMutex is a mutual exclusion lock that serves waiters in the order
@@ -25,7 +23,7 @@ import (
 //
 // TryLock never jumps the queue: it succeeds only when the lock is free
 // and nobody waits.
-type FairMutex struct{ queued }
+type FairMutex struct{ *queued }
 
 var _ Locker = (*FairMutex)(nil)
 
@@ -33,7 +31,7 @@ var _ Locker = (*FairMutex)(nil)
 // separate from the Mutex of the same name. Invalid names or options do
 // not panic: every call then fails with ErrInvalid.
 func (c *Client) FairMutex(name string, opts ...LockOption) *FairMutex {
-	return &FairMutex{newQueued(c, keys.KindFair, "fair mutex", name, 0, opts)}
+	return &FairMutex{c.queued(kindFair, name, opts)}
 }
 
 // TryLock takes the lock if it is free and no one is queued for it, in one
@@ -57,5 +55,5 @@ func (f *FairMutex) Do(ctx context.Context, fn func(ctx context.Context) error) 
 
 // Status reports the holder and the live waiters in queue order.
 func (f *FairMutex) Status(ctx context.Context) (Status, error) {
-	return f.status(ctx, keys.KindFair)
+	return f.queued.Status(ctx)
 }

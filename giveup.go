@@ -45,8 +45,8 @@ func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending
 		// Whatever tok holds lapses by itself after the TTL, or the queue
 		// liveness for a waiter's place.
 		lapse := time.Duration(0)
-		if a.cfg.ttl > 0 {
-			lapse = max(a.cfg.ttl, queueLiveness)
+		if a.lock.cfg.ttl > 0 {
+			lapse = max(a.lock.cfg.ttl, queueLiveness)
 		}
 		c.giveUps.start(a.name, lapse, func(ctx context.Context) error { return a.withdraw(ctx, tok) }, pending, rounds)
 	}
@@ -54,7 +54,7 @@ func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending
 
 // withdraw is one attempt of a's leave for tok, returning by ctx's end.
 func (a *acquisition) withdraw(ctx context.Context, tok string) error {
-	_, err := bounded(ctx, a.rdb, func(ctx context.Context) (struct{}, error) { return struct{}{}, a.leave(ctx, tok) })
+	_, err := bounded(ctx, a.lock.c.rdb, func(ctx context.Context) (struct{}, error) { return struct{}{}, a.leave(ctx, tok) })
 	return err
 }
 

@@ -23,20 +23,15 @@ type inspectable interface {
 	holderKeys() (keys, channels []string)
 }
 
-// lockKinds are the kinds of lock that Inspect and List know.
-var lockKinds = []string{keys.KindMutex, keys.KindFair, keys.KindRW, keys.KindSet}
-
-// kindOf returns the primitive of the given kind called name, or nil for
-// an unknown kind.
-func (c *Client) kindOf(kind, name string) inspectable {
-	switch kind {
-	case keys.KindMutex:
-		return c.Mutex(name)
-	case keys.KindFair:
-		return c.FairMutex(name)
-	case keys.KindRW:
+// kindOf returns the lock of the given kind called name, or nil for an
+// unknown kind.
+func (c *Client) kindOf(k kind, name string) inspectable {
+	switch k {
+	case kindMutex, kindFair:
+		return c.queued(k, name, nil)
+	case kindRW:
 		return c.RWMutex(name)
-	case keys.KindSet:
+	case kindSet:
 		return c.MutexSet(name)
 	}
 	return nil
@@ -47,15 +42,15 @@ func (c *Client) kindOf(kind, name string) inspectable {
 // a fence, or having members. It returns none for a name no one has used
 // lately.
 func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
-	if _, err := c.lockKeys(keys.KindMutex, name); err != nil {
+	if _, err := c.lockKeys(kindMutex, name); err != nil {
 		return nil, err
 	}
 	if err := c.oneDeployment("Inspect"); err != nil {
 		return nil, err
 	}
 	var out []Status
-	for _, kind := range lockKinds {
-		st, err := c.kindOf(kind, name).Status(ctx)
+	for _, k := range kinds {
+		st, err := c.kindOf(k, name).Status(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +120,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 	})
 	var out []Status
 	for _, l := range locks {
-		p := c.kindOf(l.kind, l.name)
+		p := c.kindOf(kind(l.kind), l.name)
 		if p == nil {
 			continue
 		}
@@ -152,10 +147,10 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 	}
 	var freed []Status
 	for _, st := range before {
-		if !st.Held || st.Kind == keys.KindSet {
+		if !st.Held || kind(st.Kind) == kindSet {
 			continue
 		}
-		p := c.kindOf(st.Kind, name)
+		p := c.kindOf(kind(st.Kind), name)
 		ks, chans := p.holderKeys()
 		// Remove the holder seen, not one that came since: an owner hash
 		// must still hold the fence looked at. (An RWMutex held by

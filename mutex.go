@@ -2,8 +2,6 @@ package dlock
 
 import (
 	"context"
-
-	"github.com/go-dlock/dlock/internal/keys"
 )
 
 // Mutex is a mutual exclusion lock shared by every client of the same
@@ -20,9 +18,13 @@ import (
 // in line, so no waiter starves. A waiter that dies is dropped from the
 // line 3 seconds after its last heartbeat (every second). Use FairMutex
 // for strict arrival order.
-type Mutex struct {
-	queued
-	rl *redlockMutex // set on a Redlock client, which uses it instead
+type Mutex struct{ b mutexBackend }
+
+// mutexBackend is where a Mutex is held: the queued lock of one Redis
+// deployment, or a majority of a Redlock client's masters.
+type mutexBackend interface {
+	acquire(ctx context.Context, block bool) (*Lease, error)
+	Status(ctx context.Context) (Status, error)
 }
 
 var _ Locker = (*Mutex)(nil)
@@ -30,21 +32,18 @@ var _ Locker = (*Mutex)(nil)
 // Mutex returns the mutex called name. Invalid names or options do not
 // panic: every call of the Mutex then fails with ErrInvalid.
 func (c *Client) Mutex(name string, opts ...LockOption) *Mutex {
-	m := &Mutex{queued: newQueued(c, keys.KindMutex, "mutex", name, mutexStarve, opts)}
+	q := c.queued(kindMutex, name, opts)
 	if c.nodes != nil {
-		m.rl = newRedlockMutex(m.queued)
+		return &Mutex{newRedlockMutex(q)}
 	}
-	return m
+	return &Mutex{q}
 }
 
 // TryLock takes the mutex if it is free, in one round trip. If another
 // lease holds it, or a waiter has been kept waiting for it too long,
 // TryLock returns ErrNotAcquired and changes nothing.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
-	if m.rl != nil {
-		return m.rl.acquire(ctx, false)
-	}
-	return m.acquire(ctx, false)
+	return m.b.acquire(ctx, false)
 }
 
 // Lock takes the mutex, waiting while it is held: until a release wakes
@@ -53,10 +52,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // matching ErrNotAcquired when WithStallTimeout ran out; either way it
 // leaves the mutex unchanged and the caller out of its queue.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
-	if m.rl != nil {
-		return m.rl.acquire(ctx, true)
-	}
-	return m.acquire(ctx, true)
+	return m.b.acquire(ctx, true)
 }
 
 // Do locks the mutex, runs fn, and unlocks. fn's context is cancelled, with
@@ -69,8 +65,5 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 // Status reports who holds the mutex, for how much longer, its fence, and
 // the callers waiting for it.
 func (m *Mutex) Status(ctx context.Context) (Status, error) {
-	if m.rl != nil {
-		return m.rl.status(ctx)
-	}
-	return m.status(ctx, keys.KindMutex)
+	return m.b.Status(ctx)
 }

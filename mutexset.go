@@ -38,14 +38,7 @@ const setBatch = 1000
 // call). Waiters for any member are woken by a release or an Add, and by
 // themselves when the first lease in the set would run out; waiters for a
 // named member by that member's release or expiry.
-type MutexSet struct {
-	c    *Client
-	name string
-	cfg  lockConfig
-	keys keys.Lock
-	kl   []string // the KEYS of every set script, in lib.lua's layout
-	err  error    // bad name or options, returned by every call
-}
+type MutexSet struct{ lock }
 
 // MemberStatus describes one member of a MutexSet as Redis has it at one
 // moment.
@@ -73,17 +66,9 @@ type MemberStatus struct {
 // out. Invalid names or options do not panic: every call of the MutexSet
 // then fails with ErrInvalid.
 func (c *Client) MutexSet(name string, opts ...LockOption) *MutexSet {
-	s := &MutexSet{c: c, name: name, cfg: newLockConfig(opts)}
-	s.keys, s.err = c.lockKeys(keys.KindSet, name)
-	if s.err == nil {
-		s.err = s.cfg.err
-	}
-	k := s.keys
-	s.kl = []string{
-		k.Key(), k.Part("free"), k.Part("held"), k.Part("owner"), k.Part("leases"),
-		k.Part("meta"), k.Part("since"), k.Part("fences"), k.Part("removing"), k.Part("last"),
-	}
-	return s
+	// The KEYS layout of every set script: see set.lua.
+	return &MutexSet{newLock(c, kindSet, name, opts,
+		"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last")}
 }
 
 // Add puts members into the set, free and never used, and wakes waiters
@@ -104,8 +89,8 @@ func (s *MutexSet) Add(ctx context.Context, members ...string) error {
 		for _, m := range batch {
 			args = append(args, m)
 		}
-		if err := evalErr(ctx, s.c.rdb, setAdd, s.kl, args...); err != nil {
-			return fmt.Errorf("dlock: add to mutex set %q: %w", s.name, err)
+		if _, err := s.eval(ctx, "add to", setAdd, args...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -132,8 +117,8 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 		for i, m := range batch {
 			args[i] = m
 		}
-		if err := evalErr(ctx, s.c.rdb, setRemove, s.kl, args...); err != nil {
-			return fmt.Errorf("dlock: remove from mutex set %q: %w", s.name, err)
+		if _, err := s.eval(ctx, "remove from", setRemove, args...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -143,9 +128,6 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 // trip. If no member is free, or the set has none, it returns
 // ErrNotAcquired and changes nothing.
 func (s *MutexSet) TryAcquire(ctx context.Context) (*Lease, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
 	return s.c.acquire(ctx, s.acquisition(""), false)
 }
 
@@ -156,9 +138,6 @@ func (s *MutexSet) TryAcquire(ctx context.Context) (*Lease, error) {
 // matching ErrNotAcquired when WithStallTimeout ran out (no member changed
 // hands for that long); either way it leaves the set unchanged.
 func (s *MutexSet) Acquire(ctx context.Context) (*Lease, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
 	return s.c.acquire(ctx, s.acquisition(""), true)
 }
 
@@ -207,19 +186,16 @@ func (s *MutexSet) Do(ctx context.Context, fn func(ctx context.Context, member s
 // not appear, and one that changes hands shows as it was when its page
 // was read. It costs O(n) in the set's size; Status is O(log n).
 func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
 	var out []MemberStatus
 	after := ""
 	for {
-		v, err := eval(ctx, s.c.rdb, setMembers, (*redis.Cmd).Slice, s.kl, after, setBatch)
+		v, err := s.evalSlice(ctx, "members of", setMembers, 2, after, setBatch)
 		if err != nil {
-			return nil, fmt.Errorf("dlock: members of mutex set %q: %w", s.name, err)
+			return nil, err
 		}
 		page, next, err := parseMembers(v)
 		if err != nil {
-			return nil, fmt.Errorf("dlock: members of mutex set %q: %w", s.name, err)
+			return nil, s.fail("members of", err)
 		}
 		out = append(out, page...)
 		if next == "" {
@@ -236,20 +212,14 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 // member frees by itself at the latest; Fence is the last fence issued in
 // the set. Metadata and Since stay empty: Members lists the holders.
 func (s *MutexSet) Status(ctx context.Context) (Status, error) {
-	if s.err != nil {
-		return Status{}, s.err
-	}
-	v, err := eval(ctx, s.c.rdb, setStatus, (*redis.Cmd).Slice, s.kl)
+	v, err := s.evalSlice(ctx, "status of", setStatus, 4)
 	if err != nil {
-		return Status{}, fmt.Errorf("dlock: status of mutex set %q: %w", s.name, err)
-	}
-	if len(v) < 4 {
-		return Status{}, fmt.Errorf("dlock: status of mutex set %q: %w %v", s.name, errBadReply, v)
+		return Status{}, err
 	}
 	members, held := int(toInt(v[0])), int(toInt(v[1]))
 	st := Status{
 		Name:    s.name,
-		Kind:    keys.KindSet,
+		Kind:    string(s.kind),
 		Held:    held > 0,
 		Fence:   uint64(toInt(v[3])),
 		Members: members,
@@ -265,26 +235,14 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 // Waiters for any member listen on the set's channel, waiters for a named
 // one on the member's: a release announces itself on both.
 func (s *MutexSet) acquisition(member string) *acquisition {
-	a := &acquisition{
-		rdb:     s.c.rdb,
-		kind:    "mutex set",
-		name:    s.name,
-		cfg:     s.cfg,
-		channel: s.keys.Channel(),
-		try: func(ctx context.Context, tok string) (attempt, error) {
-			v, err := setAcquire.Run(ctx, s.c.rdb, s.kl, tok, millis(s.cfg.ttl), s.cfg.metadata, member).Slice()
-			if err != nil {
-				return attempt{}, err
-			}
-			return parseSetAttempt(v)
-		},
-		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(s.c, r.member, tok, r.fence, setMember{s, r.member}, s.cfg, sent)
-		},
-		leave: s.leave,
+	a := s.lock.acquisition(s.keys.Channel())
+	a.try = func(ctx context.Context, tok string) (attempt, error) {
+		return parseSetAttempt(s.run(ctx, setAcquire, tok, millis(s.cfg.ttl), s.cfg.metadata, member).Slice())
 	}
+	a.ops = func(r attempt) leaseOps { return setMember{s, r.member} }
+	a.leave = s.leave
 	if member != "" {
-		a.kind = fmt.Sprintf("member of mutex set %q", s.name)
+		a.what = fmt.Sprintf("member of mutex set %q", s.name)
 		a.name = member
 		a.channel = s.keys.MemberChannel(member)
 	}
@@ -306,11 +264,14 @@ func (s *MutexSet) leave(ctx context.Context, tok string) error {
 
 // parseSetAttempt reads set_acquire's reply: {1, fence, member},
 // {0, wait, holder} or {-1} for a member not in the set.
-func parseSetAttempt(v []any) (attempt, error) {
+func parseSetAttempt(v []any, err error) (attempt, error) {
+	if err != nil {
+		return attempt{}, err
+	}
 	if len(v) == 1 && toInt(v[0]) == -1 {
 		return attempt{}, ErrNoMember
 	}
-	r, err := parseAttempt(v)
+	r, err := parseAttempt(v, nil)
 	if err != nil || !r.ok {
 		return r, err
 	}
@@ -378,16 +339,16 @@ type setMember struct {
 }
 
 func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return setRefresh.Run(ctx, m.s.c.rdb, m.s.kl, tok, millis(ttl), m.member).Bool()
+	return m.s.run(ctx, setRefresh, tok, millis(ttl), m.member).Bool()
 }
 
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
-	return setRelease.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member,
+	return m.s.run(ctx, setRelease, tok, m.member,
 		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), m.s.keys.MemberChannel(m.member)).Bool()
 }
 
 func (m setMember) client() redis.UniversalClient { return m.s.c.rdb }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {
-	return setHeld.Run(ctx, m.s.c.rdb, m.s.kl, tok, m.member).Bool()
+	return m.s.run(ctx, setHeld, tok, m.member).Bool()
 }

@@ -30,8 +30,8 @@ const (
 )
 
 var (
-	errNodeResting = errors.New("Redis master failed recently; resting it")
-	errNodeTimeout = errors.New("Redis master did not answer in time")
+	errNodeResting = errors.New("a Redis master failed recently; resting it")
+	errNodeTimeout = errors.New("a Redis master did not answer in time")
 )
 
 // ready reports whether the node may be asked now.

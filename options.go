@@ -143,11 +143,11 @@ type RWMode int
 // whether it gives way to waiting writers, a writer's whether it asks
 // readers to.
 const (
-	// PreferWriters (the default; the seed redis-rwlock's ModePreferWriter):
+	// PreferWriters (the default; redis-rwlock's ModePreferWriter):
 	// a waiting writer stops new readers, so a stream of overlapping
 	// readers cannot starve it.
 	PreferWriters RWMode = iota
-	// PreferReaders (the seed's ModePreferReader): readers never wait for
+	// PreferReaders (redis-rwlock's ModePreferReader): readers never wait for
 	// a waiting writer.
 	PreferReaders
 )

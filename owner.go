@@ -33,8 +33,8 @@ func (o owner) held(ctx context.Context, tok string) (bool, error) {
 
 // ownerStatus reads the first five fields of a status script's reply:
 // {held, pttl, fence, metadata, since}.
-func ownerStatus(name, kind string, v []any) Status {
-	st := Status{Name: name, Kind: kind, Held: toInt(v[0]) == 1, Fence: uint64(toInt(v[2]))}
+func ownerStatus(name string, k kind, v []any) Status {
+	st := Status{Name: name, Kind: string(k), Held: toInt(v[0]) == 1, Fence: uint64(toInt(v[2]))}
 	if st.Held {
 		st.TTL = ttlOf(toInt(v[1]))
 		st.Metadata, _ = v[3].(string)
@@ -44,7 +44,10 @@ func ownerStatus(name, kind string, v []any) Status {
 }
 
 // parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder}.
-func parseAttempt(v []any) (attempt, error) {
+func parseAttempt(v []any, err error) (attempt, error) {
+	if err != nil {
+		return attempt{}, err
+	}
 	if len(v) >= 2 && toInt(v[0]) == 1 {
 		return attempt{ok: true, fence: uint64(toInt(v[1]))}, nil
 	}

@@ -2,12 +2,7 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/go-dlock/dlock/internal/keys"
 )
 
 // Waiter liveness of a Mutex or FairMutex. A queued waiter renews its
@@ -30,45 +25,32 @@ const mutexStarve = time.Millisecond
 // wakes the first live waiter and only it (one message, one try, however
 // many wait, on however many clients). They differ in starve only.
 type queued struct {
+	lock
 	owner
-	c      *Client
-	name   string
-	kind   string // "mutex" or "fair mutex", for messages
-	cfg    lockConfig
-	keys   keys.Lock
 	starve time.Duration // see queue_acquire.lua; 0 for FairMutex
-	err    error         // bad name or options, returned by every call
 }
 
-func newQueued(c *Client, kind, what, name string, starve time.Duration, opts []LockOption) queued {
-	q := queued{c: c, name: name, kind: what, cfg: newLockConfig(opts), starve: starve}
-	q.keys, q.err = c.lockKeys(kind, name)
-	if q.err == nil {
-		q.err = q.cfg.err
-	}
+// queued returns the queued lock of kind k (kindMutex or kindFair).
+func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
+	q := &queued{lock: newLock(c, k, name, opts, "fence", "queue", "alive", "wmeta")}
 	q.owner = owner{rdb: c.rdb, key: q.keys.Key()}
+	if k == kindMutex {
+		q.starve = mutexStarve
+	}
 	return q
 }
 
 func (q *queued) acquire(ctx context.Context, block bool) (*Lease, error) {
-	if q.err != nil {
-		return nil, q.err
-	}
 	return q.c.acquire(ctx, q.acquisition(block), block)
 }
 
-func (q *queued) status(ctx context.Context, kind string) (Status, error) {
-	if q.err != nil {
-		return Status{}, q.err
-	}
-	v, err := eval(ctx, q.c.rdb, queueStatus, (*redis.Cmd).Slice, q.keyList())
+// Status reads the holder and the live waiters in queue order.
+func (q *queued) Status(ctx context.Context) (Status, error) {
+	v, err := q.evalSlice(ctx, "status of", queueStatus, 6)
 	if err != nil {
-		return Status{}, fmt.Errorf("dlock: status of %s %q: %w", q.kind, q.name, err)
+		return Status{}, err
 	}
-	if len(v) < 6 {
-		return Status{}, fmt.Errorf("dlock: status of %s %q: %w %v", q.kind, q.name, errBadReply, v)
-	}
-	st := ownerStatus(q.name, kind, v)
+	st := ownerStatus(q.name, q.kind, v)
 	w, _ := v[5].([]any)
 	for i := 0; i+1 < len(w); i += 2 {
 		meta, _ := w[i].(string)
@@ -77,42 +59,27 @@ func (q *queued) status(ctx context.Context, kind string) (Status, error) {
 	return st, nil
 }
 
-func (q *queued) keyList() []string {
-	return []string{q.keys.Key(), q.keys.Part("fence"), q.keys.Part("queue"), q.keys.Part("alive"), q.keys.Part("wmeta")}
-}
-
 // acquisition tries for the lock; a caller that will wait joins the queue.
 func (q *queued) acquisition(wait bool) *acquisition {
 	enqueue := 0
 	if wait {
 		enqueue = 1
 	}
-	return &acquisition{
-		rdb:       q.c.rdb,
-		kind:      q.kind,
-		name:      q.name,
-		cfg:       q.cfg,
-		channel:   q.keys.Channel(),
-		heartbeat: queueHeartbeat,
-		try: func(ctx context.Context, tok string) (attempt, error) {
-			v, err := queueAcquire.Run(ctx, q.c.rdb, q.keyList(), tok, millis(q.cfg.ttl), q.cfg.metadata,
-				enqueue, millis(queueLiveness), q.starve.Microseconds()).Slice()
-			if err != nil {
-				return attempt{}, err
-			}
-			return parseAttempt(v)
-		},
-		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(q.c, q.name, tok, r.fence, q, q.cfg, sent)
-		},
-		leave: func(ctx context.Context, tok string) error {
-			return queueLeave.Run(ctx, q.c.rdb, q.keyList(), tok, q.c.hub.PublishCommand(), q.keys.Channel()).Err()
-		},
+	a := q.lock.acquisition(q.keys.Channel())
+	a.heartbeat = queueHeartbeat
+	a.try = func(ctx context.Context, tok string) (attempt, error) {
+		return parseAttempt(q.run(ctx, queueAcquire, tok, millis(q.cfg.ttl), q.cfg.metadata,
+			enqueue, millis(queueLiveness), q.starve.Microseconds()).Slice())
 	}
+	a.ops = func(attempt) leaseOps { return q }
+	a.leave = func(ctx context.Context, tok string) error {
+		return q.run(ctx, queueLeave, tok, q.c.hub.PublishCommand(), q.keys.Channel()).Err()
+	}
+	return a
 }
 
 func (q *queued) release(ctx context.Context, tok string) (bool, error) {
-	return queueRelease.Run(ctx, q.c.rdb, q.keyList(), tok, q.c.hub.PublishCommand(), q.keys.Channel()).Bool()
+	return q.run(ctx, queueRelease, tok, q.c.hub.PublishCommand(), q.keys.Channel()).Bool()
 }
 
 func (q *queued) holderKeys() ([]string, []string) {

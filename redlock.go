@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/notify"
 	"github.com/go-dlock/dlock/internal/watchdog"
 )
@@ -93,17 +92,11 @@ const redlockMinTTL = 10 * time.Millisecond
 const splitPause = 20 * time.Millisecond
 
 // redlockMutex is a Mutex on a Redlock client.
-type redlockMutex struct {
-	c    *Client
-	name string
-	cfg  lockConfig
-	kl   []string // the owner hash and the last fence, on every node
-	ch   string   // the release channel
-	err  error
-}
+// Its keys are those of the Mutex on one deployment, on every node.
+type redlockMutex struct{ lock }
 
-func newRedlockMutex(q queued) *redlockMutex {
-	r := &redlockMutex{c: q.c, name: q.name, cfg: q.cfg, err: q.err}
+func newRedlockMutex(q *queued) *redlockMutex {
+	r := &redlockMutex{q.lock}
 	switch {
 	case r.err != nil:
 	case r.cfg.ttl == 0:
@@ -112,35 +105,24 @@ func newRedlockMutex(q queued) *redlockMutex {
 		// Below it, the margin and the drift allowance leave no validity.
 		r.err = fmt.Errorf("%w: TTL %v is below Redlock's minimum %v", ErrInvalid, r.cfg.ttl, redlockMinTTL)
 	}
-	r.kl = []string{q.keys.Key(), q.keys.Part("fence")}
-	r.ch = q.keys.Channel()
 	return r
 }
 
 func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	return r.c.acquire(ctx, &acquisition{
-		kind:    "mutex",
-		name:    r.name,
-		cfg:     r.cfg,
-		channel: r.ch,
-		try:     r.try,
-		grant: func(tok string, a attempt, sent time.Time) *Lease {
-			return newLease(r.c, r.name, tok, a.fence, &redlockLease{r: r, fence: a.fence, asked: a.asked}, r.cfg, sent)
-		},
-		// A caller that gives up may hold a share whose reply it missed,
-		// on any node.
-		leave: func(ctx context.Context, tok string) error {
-			for _, rp := range r.release(ctx, tok, 0, r.everyNode()) {
-				if rp.err != nil {
-					return rp.err
-				}
+	a := r.acquisition(r.keys.Channel())
+	a.try = r.try
+	a.ops = func(t attempt) leaseOps { return &redlockLease{r: r, fence: t.fence, asked: t.asked} }
+	// A caller that gives up may hold a share whose reply it missed, on
+	// any node.
+	a.leave = func(ctx context.Context, tok string) error {
+		for _, rp := range r.release(ctx, tok, 0, r.everyNode()) {
+			if rp.err != nil {
+				return rp.err
 			}
-			return nil
-		},
-	}, block)
+		}
+		return nil
+	}
+	return r.c.acquire(ctx, a, block)
 }
 
 // try asks every node for the lock and keeps it if a majority granted it
@@ -224,6 +206,9 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 	return attempt{wait: rand.N(splitPause)}, nil
 }
 
+// owner is the lock's owner hash on node n.
+func (r *redlockMutex) owner(n *node) owner { return owner{rdb: n.rdb, key: r.keys.Key()} }
+
 // releaseAll gives back tok's share on the nodes marked in asked, with its
 // own deadline: the caller's context may have ended. fence, if not 0, is
 // the lease's, to raise the nodes' fences to.
@@ -246,21 +231,20 @@ func (r *redlockMutex) everyNode() []bool {
 // not: those that may hold one.
 func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool) []reply[bool] {
 	return fanOutTo(ctx, r.c.nodes, asked, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
-		return redlockRelease.Run(ctx, n.rdb, r.kl, tok, fence, n.hub.PublishCommand(), r.ch).Bool()
+		return redlockRelease.Run(ctx, n.rdb, r.kl, tok, fence, n.hub.PublishCommand(), r.keys.Channel()).Bool()
 	})
 }
 
-// status combines every node's view: held when a majority has a holder.
-func (r *redlockMutex) status(ctx context.Context) (Status, error) {
+// Status combines every node's view: held when a majority has a holder.
+func (r *redlockMutex) Status(ctx context.Context) (Status, error) {
 	if r.err != nil {
 		return Status{}, r.err
 	}
-	kl := []string{r.kl[0], r.kl[1], r.kl[0] + ":queue", r.kl[0] + ":alive", r.kl[0] + ":wmeta"}
 	replies := fanOut(ctx, r.c.nodes, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) ([]any, error) {
-		return queueStatus.Run(ctx, n.rdb, kl).Slice()
+		return queueStatus.Run(ctx, n.rdb, r.kl).Slice()
 	})
 	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
-	st := Status{Name: r.name, Kind: keys.KindMutex}
+	st := Status{Name: r.name, Kind: string(r.kind)}
 	var answered, held int
 	var failed error
 	for _, rp := range replies {
@@ -272,7 +256,7 @@ func (r *redlockMutex) status(ctx context.Context) (Status, error) {
 			continue
 		}
 		answered++
-		s := ownerStatus(r.name, keys.KindMutex, rp.val)
+		s := ownerStatus(r.name, r.kind, rp.val)
 		st.Fence = max(st.Fence, s.Fence)
 		if !s.Held {
 			continue
@@ -315,7 +299,7 @@ func (l *redlockLease) drift(ttl time.Duration) time.Duration { return clockDrif
 
 func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
 	return tally(fanOut(ctx, l.r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) (bool, error) {
-		return ownerRefresh.Run(ctx, n.rdb, l.r.kl[:1], tok, millis(ttl)).Bool()
+		return l.r.owner(n).refresh(ctx, tok, ttl)
 	}))
 }
 
@@ -351,11 +335,7 @@ func (l *redlockLease) client() redis.UniversalClient { return nil }
 
 func (l *redlockLease) held(ctx context.Context, tok string) (bool, error) {
 	return tally(fanOut(ctx, l.r.c.nodes, nodeTimeout(l.r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
-		v, err := n.rdb.HGet(ctx, l.r.kl[0], "tok").Result()
-		if err == redis.Nil {
-			return false, nil
-		}
-		return v == tok, err
+		return l.r.owner(n).held(ctx, tok)
 	}))
 }
 

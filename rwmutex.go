@@ -2,12 +2,9 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/go-dlock/dlock/internal/keys"
 )
 
 // Liveness of a waiting writer's intention (PreferWriters). The writer
@@ -32,13 +29,13 @@ const (
 //
 // Whom it favours is chosen per caller by WithRWMode:
 //
-//   - PreferWriters (the default; the seed redis-rwlock's ModePreferWriter):
+//   - PreferWriters (the default; redis-rwlock's ModePreferWriter):
 //     a writer that has to wait registers an intention, and a reader that
 //     uses PreferWriters does not start while an intention lives. Readers
 //     that hold the lock finish, then the writer gets it, so a stream of
 //     overlapping readers cannot starve a writer. In return a steady stream
 //     of writers can starve PreferWriters readers.
-//   - PreferReaders (the seed's ModePreferReader): a reader that uses it
+//   - PreferReaders (redis-rwlock's ModePreferReader): a reader that uses it
 //     ignores intentions and waits only while a writer holds the lock, and
 //     a writer that uses it registers no intention. Writers then wait until
 //     no reader holds the lock, which overlapping readers may put off for
@@ -47,7 +44,8 @@ const (
 // The mode is the calling side's own policy: a reader's mode says whether
 // it gives way to waiting writers, a writer's whether it asks readers to.
 // Give every user of one lock the same mode unless you mean to mix them.
-// (The seed let writers always announce themselves and its readers choose.)
+// (redis-rwlock let writers always announce themselves and its readers
+// choose.)
 //
 // An intention lives while its writer waits: the writer renews it every
 // second, it lapses 3 seconds after the writer dies, and it is withdrawn
@@ -61,12 +59,8 @@ const (
 // waiting writer per client. Among writers there is no order, as with
 // Mutex.
 type RWMutex struct {
+	lock
 	owner // the writer
-	c     *Client
-	name  string
-	cfg   lockConfig
-	keys  keys.Lock
-	err   error // bad name or options, returned by every call
 }
 
 var _ Locker = (*RWMutex)(nil)
@@ -75,11 +69,7 @@ var _ Locker = (*RWMutex)(nil)
 // own, separate from the Mutex of the same name. Invalid names or options
 // do not panic: every call of the RWMutex then fails with ErrInvalid.
 func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
-	rw := &RWMutex{c: c, name: name, cfg: newLockConfig(opts)}
-	rw.keys, rw.err = c.lockKeys(keys.KindRW, name)
-	if rw.err == nil {
-		rw.err = rw.cfg.err
-	}
+	rw := &RWMutex{lock: newLock(c, kindRW, name, opts, "fence", "readers", "rexp", "rmeta", "intent")}
 	rw.owner = owner{rdb: c.rdb, key: rw.keys.Key()}
 	return rw
 }
@@ -88,9 +78,6 @@ func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
 // round trip. Otherwise it returns ErrNotAcquired and changes nothing: it
 // registers no intention.
 func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
-	if rw.err != nil {
-		return nil, rw.err
-	}
 	return rw.c.acquire(ctx, rw.writer(false), false)
 }
 
@@ -100,9 +87,6 @@ func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
 // and one matching ErrNotAcquired when WithStallTimeout ran out; either way
 // it withdraws its intention and leaves the lock unchanged.
 func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) {
-	if rw.err != nil {
-		return nil, rw.err
-	}
 	return rw.c.acquire(ctx, rw.writer(true), true)
 }
 
@@ -115,9 +99,6 @@ func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error) e
 // PreferWriters, no writer waits for it, in one round trip. Otherwise it
 // returns ErrNotAcquired and changes nothing.
 func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
-	if rw.err != nil {
-		return nil, rw.err
-	}
 	return rw.c.acquire(ctx, rw.reader(), false)
 }
 
@@ -127,9 +108,6 @@ func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
 // matching ErrNotAcquired when WithStallTimeout ran out; either way it
 // leaves the lock unchanged.
 func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {
-	if rw.err != nil {
-		return nil, rw.err
-	}
 	return rw.c.acquire(ctx, rw.reader(), true)
 }
 
@@ -141,17 +119,11 @@ func (rw *RWMutex) RLocker() Locker { return readSide{rw} }
 // live reader (Readers) and whether a writer waits (WriterWaiting). Held
 // is true while a writer or any reader holds the lock.
 func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
-	if rw.err != nil {
-		return Status{}, rw.err
-	}
-	v, err := eval(ctx, rw.c.rdb, rwStatus, (*redis.Cmd).Slice, rw.keyList())
+	v, err := rw.evalSlice(ctx, "status of", rwStatus, 7)
 	if err != nil {
-		return Status{}, fmt.Errorf("dlock: status of rw mutex %q: %w", rw.name, err)
+		return Status{}, err
 	}
-	if len(v) < 7 {
-		return Status{}, fmt.Errorf("dlock: status of rw mutex %q: %w %v", rw.name, errBadReply, v)
-	}
-	st := ownerStatus(rw.name, keys.KindRW, v)
+	st := ownerStatus(rw.name, rw.kind, v)
 	rs, _ := v[5].([]any)
 	for i := 0; i+3 < len(rs); i += 4 {
 		meta, _ := rs[i].(string)
@@ -167,12 +139,6 @@ func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// keyList is the KEYS of every rw script.
-func (rw *RWMutex) keyList() []string {
-	return []string{rw.keys.Key(), rw.keys.Part("fence"), rw.keys.Part("readers"),
-		rw.keys.Part("rexp"), rw.keys.Part("rmeta"), rw.keys.Part("intent")}
-}
-
 // Readers and writers wait on channels of their own, so that a release
 // wakes only those it can let in: the last reader's release wakes a
 // writer, never the readers held back by that writer's intention.
@@ -183,17 +149,9 @@ func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 // caller will wait, and so whether it registers an intention.
 func (rw *RWMutex) writer(block bool) *acquisition {
 	var live time.Duration
-	a := &acquisition{
-		rdb:     rw.c.rdb,
-		kind:    "rw mutex",
-		name:    rw.name,
-		cfg:     rw.cfg,
-		channel: rw.writersChannel(),
-		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(rw.c, rw.name, tok, r.fence, rw, rw.cfg, sent)
-		},
-		leave: rw.leave,
-	}
+	a := rw.acquisition(rw.writersChannel())
+	a.ops = func(attempt) leaseOps { return rw }
+	a.leave = rw.leave
 	if block && rw.cfg.rwMode == PreferWriters {
 		// Only a writer that waits has a use for an intention (TryLock
 		// does not wait), and a PreferReaders writer asks readers for
@@ -203,12 +161,7 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 		a.heartbeat = rwHeartbeat
 	}
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		v, err := rwLock.Run(ctx, rw.c.rdb, rw.keyList(),
-			tok, millis(rw.cfg.ttl), rw.cfg.metadata, millis(live)).Slice()
-		if err != nil {
-			return attempt{}, err
-		}
-		return parseAttempt(v)
+		return parseAttempt(rw.run(ctx, rwLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata, millis(live)).Slice())
 	}
 	return a
 }
@@ -218,7 +171,7 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 // Why a PreferWriters reader gives way to a writer that merely waits:
 // readers that overlap can hold the lock for ever, each joining before the
 // last one leaves, and a writer that waits for the lock to be free may
-// never see it free (the seed's reader-preferring mode). Giving way lets
+// never see it free (redis-rwlock's reader-preferring mode). Giving way lets
 // the readers already inside finish and the writer in; the price is that
 // readers wait behind writers, and a steady stream of writers can starve
 // them. Which price is right depends on the workload, so each caller
@@ -229,42 +182,29 @@ func (rw *RWMutex) reader() *acquisition {
 	if rw.cfg.rwMode == PreferWriters {
 		giveWay = 1
 	}
-	return &acquisition{
-		rdb:     rw.c.rdb,
-		kind:    "rw mutex (read)",
-		name:    rw.name,
-		cfg:     rw.cfg,
-		channel: rw.readersChannel(),
-		try: func(ctx context.Context, tok string) (attempt, error) {
-			v, err := rwRLock.Run(ctx, rw.c.rdb, rw.keyList(),
-				tok, millis(rw.cfg.ttl), rw.cfg.metadata, giveWay).Slice()
-			if err != nil {
-				return attempt{}, err
-			}
-			return parseAttempt(v)
-		},
-		grant: func(tok string, r attempt, sent time.Time) *Lease {
-			return newLease(rw.c, rw.name, tok, r.fence, readSide{rw}, rw.cfg, sent)
-		},
-		// A reader that gives up holds at most a share its try took unseen.
-		leave: func(ctx context.Context, tok string) error {
-			_, err := readSide{rw}.release(ctx, tok)
-			return err
-		},
+	a := rw.acquisition(rw.readersChannel())
+	a.what = "rw mutex (read)"
+	a.try = func(ctx context.Context, tok string) (attempt, error) {
+		return parseAttempt(rw.run(ctx, rwRLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata, giveWay).Slice())
 	}
+	a.ops = func(attempt) leaseOps { return readSide{rw} }
+	// A reader that gives up holds at most a share its try took unseen.
+	a.leave = func(ctx context.Context, tok string) error {
+		_, err := readSide{rw}.release(ctx, tok)
+		return err
+	}
+	return a
 }
 
 // release frees a writer's lease.
 func (rw *RWMutex) release(ctx context.Context, tok string) (bool, error) {
-	return rwUnlock.Run(ctx, rw.c.rdb, rw.keyList(),
-		tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Bool()
+	return rw.run(ctx, rwUnlock, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Bool()
 }
 
 // leave withdraws a writer that gives up: its intention, and the write
 // side if a try of its own took it unseen.
 func (rw *RWMutex) leave(ctx context.Context, tok string) error {
-	return rwLeave.Run(ctx, rw.c.rdb, rw.keyList(),
-		tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Err()
+	return rw.run(ctx, rwLeave, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Err()
 }
 
 // readSide is the read half of an RWMutex: the Locker that RLocker
@@ -279,16 +219,15 @@ func (r readSide) Do(ctx context.Context, fn func(ctx context.Context) error) er
 }
 
 func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return rwRRefresh.Run(ctx, r.rw.c.rdb, r.rw.keyList(), tok, millis(ttl)).Bool()
+	return r.rw.run(ctx, rwRRefresh, tok, millis(ttl)).Bool()
 }
 
 func (r readSide) release(ctx context.Context, tok string) (bool, error) {
-	rw := r.rw
-	return rwRUnlock.Run(ctx, rw.c.rdb, rw.keyList(), tok, rw.c.hub.PublishCommand(), rw.writersChannel()).Bool()
+	return r.rw.run(ctx, rwRUnlock, tok, r.rw.c.hub.PublishCommand(), r.rw.writersChannel()).Bool()
 }
 
 func (r readSide) client() redis.UniversalClient { return r.rw.c.rdb }
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
-	return rwRHeld.Run(ctx, r.rw.c.rdb, r.rw.keyList(), tok).Bool()
+	return r.rw.run(ctx, rwRHeld, tok).Bool()
 }

@@ -7,10 +7,13 @@ import (
 	"github.com/go-dlock/dlock/internal/script"
 )
 
-//go:embed scripts/*.lua
+// The Lua scripts, one per operation, and their helpers in lua/lib: see
+// internal/script.
+//
+//go:embed lua
 var scriptFiles embed.FS
 
-var scriptFS, _ = fs.Sub(scriptFiles, "scripts")
+var scriptFS, _ = fs.Sub(scriptFiles, "lua")
 
 var (
 	ownerRefresh = script.MustLoad(scriptFS, "owner_refresh.lua")

@@ -243,7 +243,9 @@ func TestACLRulesCoverScripts(t *testing.T) {
 	for _, a := range ACLRules(t) {
 		rules[a.(string)] = true
 	}
-	files, err := filepath.Glob("scripts/*.lua")
+	files, err := filepath.Glob("lua/*.lua")
+	libs, _ := filepath.Glob("lua/lib/*.lua")
+	files = append(files, libs...)
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}

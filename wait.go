@@ -100,11 +100,11 @@ func (s *waiting) next(r attempt) (time.Duration, error) {
 		s.holder, s.stallClock = r.holder, time.Now()
 	}
 	next := time.Duration(-1)
-	if stall := s.a.cfg.stall; stall > 0 {
+	if stall := s.a.lock.cfg.stall; stall > 0 {
 		next = stall - time.Since(s.stallClock)
 		if next <= 0 {
 			return 0, fmt.Errorf("%w: %s %q kept by the same holder (fence %d) for %v",
-				ErrNotAcquired, s.a.kind, s.a.name, s.holder, stall)
+				ErrNotAcquired, s.a.what, s.a.name, s.holder, stall)
 		}
 	}
 	if r.wait >= 0 && (next < 0 || r.wait < next) {

@@ -102,9 +102,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		errors.As(err, &ee)
 	}
 	if ee.Err != nil {
-		fmt.Fprintln(stderr, "dlock:", ee.Err)
+		fmt.Fprintln(stderr, "dlock:", message(ee.Err))
 	}
 	return err
+}
+
+// message is err's text without the library's own "dlock: " prefixes,
+// which Run's would double.
+func message(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "dlock: "), ": dlock: ", ": ")
 }
 
 func (e *env) root() *cobra.Command {

@@ -117,12 +117,34 @@ func TestUsageErrors(t *testing.T) {
 		{"list", "[bad"},
 		{"run", "", "--", "true"},
 	} {
-		if code, _, errOut := dl(t, srv, args...); code != 2 || !strings.HasPrefix(errOut, "dlock: ") {
+		if code, _, errOut := dl(t, srv, args...); code != 2 || !strings.HasPrefix(errOut, "dlock: ") ||
+			strings.Contains(errOut, "dlock: dlock:") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, errOut)
 		}
 	}
 	if code, _, errOut := dl(t, srv, "run", "x", "--", "/no/such/program"); code != 127 || errOut == "" {
 		t.Errorf("missing program: exit %d, stderr %q; want 127", code, errOut)
+	}
+}
+
+// TestHelpNamesEveryFlagsType: pflag reads a `quoted` word of a usage
+// line as the flag's value name, so usage lines must not quote words.
+func TestHelpNamesEveryFlagsType(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, sub := range [][]string{{"run"}, {"set", "run"}, {"status"}, {"list"}, {"unlock"}} {
+		code, out, _ := dl(t, srv, append(sub, "--help")...)
+		if code != 0 {
+			t.Fatalf("%v --help: exit %d", sub, code)
+		}
+		if strings.Contains(strings.Join(sub, " "), "run") && !strings.Contains(out, "--metadata string") {
+			t.Errorf("%v --help does not show --metadata string:\n%s", sub, out)
+		}
+		for line := range strings.Lines(out) {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[0], "--") && f[1] == "dlock" {
+				t.Errorf("%v --help: %q takes a quoted word for its value", sub, line)
+			}
+		}
 	}
 }
 

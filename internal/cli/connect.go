@@ -1,35 +1,76 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
 )
 
-// connect opens the Redis client and a dlock client on it; close both
-// with the returned function.
-func (e *env) connect() (*dlock.Client, func(), error) {
+// connect opens the Redis client and a dlock client on it, once Redis
+// answers; close both with the returned function.
+func (e *env) connect(ctx context.Context) (*dlock.Client, func(), error) {
 	if e.redlock {
-		return e.connectRedlock()
+		return e.connectRedlock(ctx)
 	}
 	rdb, err := e.redisClient()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := reach(ctx, []redis.UniversalClient{rdb}); err != nil {
+		rdb.Close()
 		return nil, nil, err
 	}
 	c := dlock.New(rdb, dlock.WithPrefix(e.prefix))
 	return c, func() { c.Close(); rdb.Close() }, nil
 }
 
+// reachTimeout bounds the first contact with Redis.
+const reachTimeout = 5 * time.Second
+
+// reach checks that a majority of rdbs (one: all) answer a PING within
+// reachTimeout, so that a command does not wait for a lock on a Redis that
+// is down, but exits 69 at once. An ACL without PING is no reason to stop.
+func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	errs := make([]error, len(rdbs))
+	var wg sync.WaitGroup
+	for i, rdb := range rdbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rdb.Ping(ctx).Err(); unreachable(err) {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	var down []error
+	for _, err := range errs {
+		if err != nil {
+			down = append(down, err)
+		}
+	}
+	if len(down) > len(rdbs)-(len(rdbs)/2+1) {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", down[0])}
+	}
+	return nil
+}
+
 // connectRedlock opens one client per Redis URL and a Redlock client on
 // them.
-func (e *env) connectRedlock() (*dlock.Client, func(), error) {
+func (e *env) connectRedlock(ctx context.Context) (*dlock.Client, func(), error) {
 	if e.cluster {
 		return nil, nil, usage("--redlock and --cluster exclude each other")
 	}
@@ -40,6 +81,12 @@ func (e *env) connectRedlock() (*dlock.Client, func(), error) {
 	rdbs := make([]redis.UniversalClient, len(opts))
 	for i, o := range opts {
 		rdbs[i] = redis.NewClient(o)
+	}
+	if err := reach(ctx, rdbs); err != nil {
+		for _, r := range rdbs {
+			r.Close()
+		}
+		return nil, nil, err
 	}
 	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix))
 	return c, func() {

@@ -31,7 +31,7 @@ func (o *holdOpts) register(cmd *cobra.Command) {
 	f.BoolVarP(&o.nonblock, "nonblock", "n", false, "fail at once if the lock is held")
 	f.DurationVarP(&o.timeout, "timeout", "w", 0, "give up waiting after this long (e.g. 30s; 0 waits for ever)")
 	f.DurationVar(&o.ttl, "ttl", dlock.DefaultTTL, "lease TTL; the lease is renewed every TTL/3 while the command runs")
-	f.StringVar(&o.metadata, "metadata", defaultMetadata(), "who holds the lock, shown by `dlock status`")
+	f.StringVar(&o.metadata, "metadata", defaultMetadata(), "who holds the lock, shown by dlock status")
 	f.IntVarP(&o.conflict, "conflict-exit-code", "E", ExitConflict, "exit status when the lock is not obtained")
 	f.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after a lost lease, SIGKILL the command this long after SIGTERM")
 	// Flags end at the lock's name, as with flock(1): what follows is the
@@ -114,7 +114,7 @@ Flags go before NAME; everything after NAME is the command.`,
 			if !ok {
 				return usage("usage: dlock run [flags] NAME -- COMMAND [ARGS...]")
 			}
-			c, done, err := e.connect()
+			c, done, err := e.connect(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -140,7 +140,8 @@ func TestPasswordNeverShown(t *testing.T) {
 }
 
 // TestUnreachableRedis: with no Redis at the URL, every command exits 69
-// (EX_UNAVAILABLE), not the conflict code, with one line on stderr.
+// (EX_UNAVAILABLE) at once, not the conflict code and without waiting for
+// a lock, with one line on stderr that names no prefix twice.
 func TestUnreachableRedis(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -148,6 +149,8 @@ func TestUnreachableRedis(t *testing.T) {
 	srv.Kill(t)
 	env := []string{"DLOCK_REDIS=redis://" + addr}
 	for _, args := range [][]string{
+		{"run", "job", "--", "true"},
+		{"--redlock", "--redis", strings.Repeat("redis://"+addr+",", 2) + "redis://" + addr, "run", "job", "--", "true"},
 		{"run", "-n", "job", "--", "true"},
 		{"run", "-w", "1s", "job", "--", "true"},
 		{"run", "-w", "1s", "--fair", "job", "--", "true"},
@@ -158,7 +161,8 @@ func TestUnreachableRedis(t *testing.T) {
 		{"unlock", "--force", "job"},
 	} {
 		code, _, errOut := dlEnv(t, env, args...)
-		if code != 69 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "cannot reach Redis") {
+		if code != 69 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "cannot reach Redis") ||
+			strings.Count(errOut, "dlock:") != 1 {
 			t.Errorf("dlock %v: exit %d, stderr %q; want 69 and one line", args, code, errOut)
 		}
 	}

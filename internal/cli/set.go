@@ -29,7 +29,7 @@ func (e *env) setAddCmd() *cobra.Command {
 		Short: "Add members to a set (idempotent; a held member stays held)",
 		Args:  rangeArgs(2, 1<<30, "usage: dlock set add SET MEMBER..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withSet(args[0], func(s *dlock.MutexSet) error { return s.Add(cmd.Context(), args[1:]...) })
+			return e.withSet(cmd.Context(), args[0], func(s *dlock.MutexSet) error { return s.Add(cmd.Context(), args[1:]...) })
 		},
 	}
 }
@@ -40,7 +40,7 @@ func (e *env) setRemoveCmd() *cobra.Command {
 		Short: "Remove members from a set (a held member leaves when its holder releases it)",
 		Args:  rangeArgs(2, 1<<30, "usage: dlock set remove SET MEMBER..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withSet(args[0], func(s *dlock.MutexSet) error { return s.Remove(cmd.Context(), args[1:]...) })
+			return e.withSet(cmd.Context(), args[0], func(s *dlock.MutexSet) error { return s.Remove(cmd.Context(), args[1:]...) })
 		},
 	}
 }
@@ -52,7 +52,7 @@ func (e *env) setListCmd() *cobra.Command {
 		Short: "List a set's members: held or free, holder, TTL left, fence",
 		Args:  exactArgs(1, "usage: dlock set list [--json] SET"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withSet(args[0], func(s *dlock.MutexSet) error {
+			return e.withSet(cmd.Context(), args[0], func(s *dlock.MutexSet) error {
 				ms, err := s.Members(cmd.Context())
 				if err != nil {
 					return err
@@ -124,7 +124,7 @@ exits. Flags and exit statuses are those of "dlock run".`,
 			if !ok {
 				return usage("usage: dlock set run [flags] SET -- COMMAND [ARGS...]")
 			}
-			c, done, err := e.connect()
+			c, done, err := e.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -135,7 +135,7 @@ exits. Flags and exit statuses are those of "dlock run".`,
 			if st, err := s.Status(cmd.Context()); err != nil {
 				return failed(err)
 			} else if st.Members == 0 {
-				return &ExitError{Code: 1, Err: fmt.Errorf("set %s has no members; add some with: dlock set add %s MEMBER...", printable(name), printable(name))}
+				return &ExitError{Code: 1, Err: fmt.Errorf("set %s has no members (add some with: dlock set add %s MEMBER)", printable(name), printable(name))}
 			}
 			return e.hold(cmd.Context(), &o, "a member of set "+printable(name), func(ctx context.Context) (*dlock.Lease, error) {
 				if o.nonblock {
@@ -149,8 +149,8 @@ exits. Flags and exit statuses are those of "dlock run".`,
 	return cmd
 }
 
-func (e *env) withSet(name string, fn func(*dlock.MutexSet) error) error {
-	c, done, err := e.connect()
+func (e *env) withSet(ctx context.Context, name string, fn func(*dlock.MutexSet) error) error {
+	c, done, err := e.connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ its fencing token, and the waiters, readers or members. A name with no
 state is free.`,
 		Args: exactArgs(1, "usage: dlock status [--json] NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := e.connect()
+			c, done, err := e.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ prefix whose name matches PATTERN (shell glob syntax: *, ?, [...]).`,
 			if len(args) == 1 {
 				pattern = args[0]
 			}
-			c, done, err := e.connect()
+			c, done, err := e.connect(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,7 @@ renewal that their lease is lost. It says what it removed.`,
 			if !force {
 				return usage("unlock removes other processes' locks; say --force if you mean it")
 			}
-			c, done, err := e.connect()
+			c, done, err := e.connect(cmd.Context())
 			if err != nil {
 				return err
 			}

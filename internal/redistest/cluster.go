@@ -1,11 +1,14 @@
 package redistest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,21 +158,39 @@ func checkNode(rdb *redis.Client, live map[string]bool) (string, error) {
 	if !strings.Contains(info, "cluster_state:ok") {
 		return "", errors.New("cluster_state is not ok")
 	}
-	ranges, err := rdb.ClusterSlots(ctx).Result()
+	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
 		return "", err
 	}
-	slices.SortFunc(ranges, func(a, b redis.ClusterSlot) int { return a.Start - b.Start })
-	served, view := 0, []string{}
-	for _, r := range ranges {
-		if len(r.Nodes) == 0 || !live[r.Nodes[0].Addr] {
-			return "", fmt.Errorf("slots %d-%d have no live master: %v", r.Start, r.End, r.Nodes)
-		}
-		served += r.End - r.Start + 1
-		view = append(view, fmt.Sprintf("%d-%d@%s", r.Start, r.End, r.Nodes[0].Addr))
+	type served struct {
+		start, end int64
+		master     string
 	}
-	if served != slotCount {
-		return "", fmt.Errorf("%d of %d slots served", served, slotCount)
+	var ranges []served
+	for _, sh := range shards {
+		master := ""
+		for _, n := range sh.Nodes {
+			// A master that failed may still be listed beside the replica
+			// promoted in its place.
+			if n.Role == "master" && (master == "" || n.Health == "online") {
+				master = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			}
+		}
+		for _, r := range sh.Slots {
+			ranges = append(ranges, served{r.Start, r.End, master})
+		}
+	}
+	slices.SortFunc(ranges, func(a, b served) int { return cmp.Compare(a.start, b.start) })
+	count, view := int64(0), []string{}
+	for _, r := range ranges {
+		if !live[r.master] {
+			return "", fmt.Errorf("slots %d-%d have no live master (%q)", r.start, r.end, r.master)
+		}
+		count += r.end - r.start + 1
+		view = append(view, fmt.Sprintf("%d-%d@%s", r.start, r.end, r.master))
+	}
+	if count != slotCount {
+		return "", fmt.Errorf("%d of %d slots served", count, slotCount)
 	}
 	return strings.Join(view, " "), nil
 }

@@ -1,31 +1,72 @@
 package script
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"testing/fstest"
 )
 
-func TestLoadChecksHeaderAndPrependsLib(t *testing.T) {
-	fsys := fstest.MapFS{
-		"lib.lua":  {Data: []byte("-- lib\n-- KEYS none ARGV none Returns nothing\nlocal function f() end\n")},
-		"good.lua": {Data: []byte("-- good\n-- KEYS[1] k\n-- ARGV none\n-- Returns 1\nreturn 1\n")},
-		"bad.lua":  {Data: []byte("-- bad: no header\nreturn 1\n")},
+const header = "-- KEYS[1] k\n-- ARGV none\n-- Returns 1\n"
+
+// lib has three helpers: b calls a, c calls nobody, d calls itself.
+var lib = fstest.MapFS{
+	"lib/one.lua": {Data: []byte("-- one.lua: a family\n\n-- a is first.\nlocal function a()\n  return 1\nend\n\n" +
+		"-- b calls a.\nlocal function b()\n  return a() + 1\nend\n")},
+	"lib/two.lua": {Data: []byte("local function c()\n  return 3\nend\n\nlocal function d(n)\n  if n > 0 then return d(n - 1) end\n  return 0\nend\n")},
+}
+
+func withScript(name, src string) fstest.MapFS {
+	fsys := fstest.MapFS{name: {Data: []byte(src)}}
+	for k, v := range lib {
+		fsys[k] = v
 	}
-	s, err := Load(fsys, "good.lua")
+	return fsys
+}
+
+func TestSourceCarriesOnlyTheHelpersItCallsEachBeforeItsUse(t *testing.T) {
+	fsys := withScript("s.lua", header+"-- c() is only named in a comment\nreturn b() + d(2)\n")
+	src, err := Source(fsys, "s.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sha1.Sum(append(append(fsys["lib.lua"].Data, '\n'), fsys["good.lua"].Data...))
-	if s.Hash() != hex.EncodeToString(want[:]) {
-		t.Errorf("script hash %s is not that of lib.lua + good.lua", s.Hash())
+	for _, want := range []string{"local function a()", "local function b()", "local function d(n)", "-- b calls a."} {
+		if !strings.Contains(src, want) {
+			t.Errorf("source lacks %q:\n%s", want, src)
+		}
 	}
-	if _, err := Load(fsys, "bad.lua"); err == nil || !strings.Contains(err.Error(), "KEYS") {
-		t.Errorf("Load(bad.lua) = %v, want a header error", err)
+	if strings.Contains(src, "local function c()") || strings.Contains(src, "a family") {
+		t.Errorf("source carries what the script does not call:\n%s", src)
 	}
-	if _, err := Load(fsys, "missing.lua"); err == nil {
-		t.Error("Load(missing.lua) succeeded")
+	if a, b, s := strings.Index(src, "function a"), strings.Index(src, "function b"), strings.Index(src, header); !(a < b && b < s) {
+		t.Errorf("helpers not defined before their use (a %d, b %d, script %d):\n%s", a, b, s, src)
+	}
+}
+
+func TestSourceWithoutHelpersIsTheScript(t *testing.T) {
+	src := header + "return 1\n"
+	got, err := Source(withScript("s.lua", src), "s.lua")
+	if err != nil || got != src {
+		t.Errorf("Source = %q, %v; want the script alone", got, err)
+	}
+}
+
+func TestLoadRefusesBadScriptsAndHelpers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fsys fstest.MapFS
+		want string
+	}{
+		{"no header", withScript("s.lua", "-- nothing\nreturn 1\n"), "KEYS"},
+		{"missing", withScript("other.lua", header), "s.lua"},
+		{"code in a helper file", fstest.MapFS{"s.lua": {Data: []byte(header)}, "lib/x.lua": {Data: []byte("local x = 1\n")}}, "only local functions"},
+		{"unterminated helper", fstest.MapFS{"s.lua": {Data: []byte(header)}, "lib/x.lua": {Data: []byte("local function x()\n  return 1\n")}}, "no `end`"},
+		{"helper twice", fstest.MapFS{"s.lua": {Data: []byte(header)}, "lib/x.lua": {Data: []byte("local function x()\nend\n")},
+			"lib/y.lua": {Data: []byte("local function x()\nend\n")}}, "defined in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Load(tc.fsys, "s.lua"); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
 	}
 }

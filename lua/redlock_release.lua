@@ -9,15 +9,14 @@
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the release channel
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1])
 local now = now_us()
 local fence = tonumber(ARGV[2])
 if fence > tonumber(redis.call('GET', KEYS[2]) or '0') then
-  -- Kept, as issue_fence keeps it, while it may be ahead of the clock.
-  redis.call('SET', KEYS[2], int(fence), 'PX', math.max(1, math.ceil((fence - now) / 1000) + 60000))
+  keep_fence(KEYS[2], fence, now)
 end
 redis.call(ARGV[3], ARGV[4], 'one')
 return 1

@@ -3,7 +3,7 @@
 -- ARGV[1]  token of the lease
 -- ARGV[2]  new TTL in milliseconds
 -- Returns  1 when extended; 0 when the token did not hold it (nothing changes).
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -8,7 +8,7 @@
 --           fence, holder metadata, acquired at (server ms),
 --           waiters: flat list of {metadata, arrived at (server ms)} in order}
 -- Waiters past their liveness deadline are left out.
-local now_ms = math.floor(now_us() / 1000)
+local now_ms = time_ms()
 local out
 local h = redis.call('HMGET', KEYS[1], 'fence', 'meta', 'since')
 if h[1] then

@@ -6,7 +6,7 @@
 -- KEYS     the MutexSet layout described in lib.lua (10 keys)
 -- ARGV[1…] the members
 -- Returns  {members removed now, members left to their holders}
-local now_ms = math.floor(now_us() / 1000)
+local now_ms = time_ms()
 local removed, pending = 0, 0
 for i = 1, #ARGV do
   local m = ARGV[i]

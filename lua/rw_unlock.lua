@@ -6,7 +6,7 @@
 -- ARGV[3]  the readers' release channel
 -- ARGV[4]  the writers' release channel
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1])

@@ -8,7 +8,7 @@ if redis.call('HGET', KEYS[4], ARGV[2]) ~= ARGV[1] then
   return 0
 end
 local e = set_expiry(ARGV[2])
-if e and e > math.floor(now_us() / 1000) then
+if e and e > time_ms() then
   return 1
 end
 return 0

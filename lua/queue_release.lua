@@ -7,11 +7,11 @@
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the release channel; the message is the woken waiter's token
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1])
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], math.floor(now_us() / 1000))
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], time_ms())
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if head then
   redis.call(ARGV[2], ARGV[3], head)

@@ -8,7 +8,7 @@
 -- Returns  1 when released; 0 when the token had no live share (expired or
 --          removed; nothing else changes).
 local tok = ARGV[1]
-local now_ms = math.floor(now_us() / 1000)
+local now_ms = time_ms()
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 if redis.call('ZREM', KEYS[3], tok) == 0 then
   return 0

@@ -5,7 +5,7 @@
 -- ARGV[1]  token of the share
 -- Returns  1 when live, else 0.
 local deadline = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if deadline and (deadline == 'inf' or tonumber(deadline) > math.floor(now_us() / 1000)) then
+if deadline and (deadline == 'inf' or tonumber(deadline) > time_ms()) then
   return 1
 end
 return 0

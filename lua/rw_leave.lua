@@ -15,7 +15,7 @@
 --          else 0 (nothing changes).
 local tok = ARGV[1]
 local intended = redis.call('ZREM', KEYS[6], tok) == 1
-if redis.call('HGET', KEYS[1], 'tok') == tok then
+if owns(KEYS[1], tok) then
   redis.call('DEL', KEYS[1])
   redis.call(ARGV[2], ARGV[3], 'all')
   redis.call(ARGV[2], ARGV[4], 'one')
@@ -24,7 +24,7 @@ end
 if not intended then
   return 0
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', math.floor(now_us() / 1000))
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', time_ms())
 if redis.call('ZCARD', KEYS[6]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call(ARGV[2], ARGV[3], 'all')
 end

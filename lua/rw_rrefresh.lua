@@ -4,7 +4,7 @@
 -- ARGV[1]  token of the share
 -- ARGV[2]  new TTL in ms
 -- Returns  1 when extended; 0 when the token had no live share (nothing changes).
-local now_ms = math.floor(now_us() / 1000)
+local now_ms = time_ms()
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   return 0

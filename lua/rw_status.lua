@@ -12,7 +12,7 @@
 --           never expires), fence, acquired at (server ms)}, oldest first,
 --           1 when a writer's intention is alive, else 0}
 -- Readers and intentions past their deadline are left out.
-local now_ms = math.floor(now_us() / 1000)
+local now_ms = time_ms()
 local out
 local h = redis.call('HMGET', KEYS[1], 'fence', 'meta', 'since')
 if h[1] then

@@ -13,7 +13,7 @@ local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1] == tok
 local removed = redis.call('ZREM', KEYS[3], tok)
 redis.call('ZREM', KEYS[4], tok)
 redis.call('HDEL', KEYS[5], tok)
-local held = redis.call('HGET', KEYS[1], 'tok') == tok
+local held = owns(KEYS[1], tok)
 if held then
   redis.call('DEL', KEYS[1])
   removed = 1

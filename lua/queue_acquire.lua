@@ -44,9 +44,7 @@ end
 if not held and (head == nil or head == tok or barge) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
-    redis.call('ZREM', KEYS[3], tok)
-    redis.call('ZREM', KEYS[4], tok)
-    redis.call('HDEL', KEYS[5], tok)
+    drop_waiters(KEYS[3], KEYS[4], KEYS[5], {tok})
   end
   return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], tonumber(ARGV[2]), now)}
 end
@@ -56,7 +54,7 @@ if ARGV[4] == '1' then
     local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
     local order = now
     if last[2] then
-      order = math.max(tonumber(last[2]) + 1, now)
+      order = next_fence(tonumber(last[2]), now)
     end
     redis.call('ZADD', KEYS[3], order, tok)
     redis.call('HSET', KEYS[5], tok, ARGV[3])

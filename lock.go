@@ -1,0 +1,112 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/keys"
+)
+
+// kind is a kind of lock. Its value keeps the lock's keys apart from the
+// other kinds of the same name and is what Status.Kind reports; String
+// names it in messages.
+type kind string
+
+// The kinds of lock, in the order Inspect reports them.
+const (
+	kindMutex kind = keys.KindMutex
+	kindFair  kind = keys.KindFair
+	kindRW    kind = keys.KindRW
+	kindSet   kind = keys.KindSet
+)
+
+var kinds = []kind{kindMutex, kindFair, kindRW, kindSet}
+
+// String returns the kind as messages name it: "mutex", "fair mutex",
+// "rw mutex" or "mutex set".
+func (k kind) String() string {
+	switch k {
+	case kindFair:
+		return "fair mutex"
+	case kindRW:
+		return "rw mutex"
+	case kindSet:
+		return "mutex set"
+	}
+	return string(k)
+}
+
+// lock is what every primitive is made of: its client, kind, name,
+// options and keys, and the error of a bad name or option, which every
+// call returns instead of touching Redis.
+type lock struct {
+	c    *Client
+	kind kind
+	name string
+	cfg  lockConfig
+	keys keys.Lock
+	// kl is the KEYS of every script of the kind: the main key, then the
+	// parts the kind was made with, in that order.
+	kl  []string
+	err error
+}
+
+// newLock checks name and opts for a lock of kind k on c, whose scripts
+// take the main key and then parts as their KEYS.
+func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string) lock {
+	l := lock{c: c, kind: k, name: name, cfg: newLockConfig(opts)}
+	l.keys, l.err = c.lockKeys(k, name)
+	if l.err == nil {
+		l.err = l.cfg.err
+	}
+	l.kl = []string{l.keys.Key()}
+	for _, p := range parts {
+		l.kl = append(l.kl, l.keys.Part(p))
+	}
+	return l
+}
+
+// run sends one of the lock's scripts; callers bound it (see bounded).
+func (l *lock) run(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
+	return s.Run(ctx, l.c.rdb, l.kl, args...)
+}
+
+// eval runs one of the lock's scripts for a public call that does op
+// ("status of"), returning by ctx's end and naming the lock in errors.
+func (l *lock) eval(ctx context.Context, op string, s *redis.Script, args ...any) (any, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	v, err := eval(ctx, l.c.rdb, s, (*redis.Cmd).Result, l.kl, args...)
+	if err != nil {
+		return nil, l.fail(op, err)
+	}
+	return v, nil
+}
+
+// evalSlice is eval for scripts that reply with a list of at least n
+// items.
+func (l *lock) evalSlice(ctx context.Context, op string, s *redis.Script, n int, args ...any) ([]any, error) {
+	v, err := l.eval(ctx, op, s, args...)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := v.([]any)
+	if !ok || len(list) < n {
+		return nil, l.fail(op, fmt.Errorf("%w %v", errBadReply, v))
+	}
+	return list, nil
+}
+
+// fail names the lock and what was done to it in an error.
+func (l *lock) fail(op string, err error) error {
+	return fmt.Errorf("dlock: %s %s %q: %w", op, l.kind, l.name, err)
+}
+
+// acquisition starts describing how to take the lock; the primitive adds
+// its try, its leases and its give-up.
+func (l *lock) acquisition(channel string) *acquisition {
+	return &acquisition{lock: l, what: l.kind.String(), name: l.name, channel: channel}
+}

@@ -1,0 +1,43 @@
+-- clock.lua: the server's clock, number formatting and fences, for every
+-- family of scripts.
+
+-- now_us returns the Redis server's clock in microseconds. Lua numbers are
+-- doubles, exact for integers up to 2^53, which microseconds since 1970
+-- stay below until the year 2255.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- time_ms returns the Redis server's clock in whole milliseconds.
+local function time_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- int formats an integral Lua number without an exponent.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- next_fence is the fence, or queue order, that follows last at server
+-- time now (µs): max(last + 1, now). It rises strictly while last is
+-- known, and with the clock when it is not.
+local function next_fence(last, now)
+  return math.max(last + 1, now)
+end
+
+-- keep_fence records fence as a lock's last fence. It is kept only while
+-- it can still be ahead of the clock, plus a minute against clock steps:
+-- no key lives forever for a lock name.
+local function keep_fence(fence_key, fence, now)
+  redis.call('SET', fence_key, int(fence), 'PX', math.max(1, math.ceil((fence - now) / 1000) + 60000))
+end
+
+-- issue_fence returns the next fence of a lock and records it, so fences
+-- rise strictly even when the lock's keys have expired, as long as the
+-- server clock does not step back.
+local function issue_fence(fence_key, now)
+  local fence = next_fence(tonumber(redis.call('GET', fence_key) or '0'), now)
+  keep_fence(fence_key, fence, now)
+  return fence
+end
