@@ -33,7 +33,7 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 	// Unless go-redis honours the deadline itself.
 	b.Run("ctx=deadline,ContextTimeoutEnabled", func(b *testing.B) {
 		rdb := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-		cnt := &counter{}
+		cnt := &hook{}
 		rdb.AddHook(cnt)
 		c := dlock.New(rdb)
 		defer c.Close()
@@ -45,7 +45,7 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 
 // benchTryLockUnlock times TryLock+Unlock pairs on m, after one to warm up
 // (scripts loaded, connections open), and reports the commands per pair.
-func benchTryLockUnlock(b *testing.B, ctx context.Context, m dlock.Locker, cnt *counter) {
+func benchTryLockUnlock(b *testing.B, ctx context.Context, m dlock.Locker, cnt *hook) {
 	warm, err := m.TryLock(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -112,7 +112,7 @@ func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client)
 	ctx := context.Background()
 	type worker struct {
 		l   dlock.Locker
-		cnt *counter
+		cnt *hook
 	}
 	workers := make([]worker, waiters+1)
 	c, _, cnt := newClient(b, srv)
@@ -136,7 +136,7 @@ func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client)
 	)
 	left.Store(int64(b.N))
 	sent := func() (n int64) {
-		seen := map[*counter]bool{}
+		seen := map[*hook]bool{}
 		for _, w := range workers {
 			if !seen[w.cnt] {
 				seen[w.cnt] = true
@@ -226,7 +226,7 @@ func BenchmarkRWMix(b *testing.B) {
 func benchRW(b *testing.B, readers, writers int, mode dlock.RWMode) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
-	counters := make([]*counter, readers+writers)
+	counters := make([]*hook, readers+writers)
 	locks := make([]func(context.Context) (*dlock.Lease, error), readers+writers)
 	for i := range locks {
 		c, _, cnt := newClient(b, srv)

@@ -417,3 +417,44 @@ func TestLateReplyIsNotALease(t *testing.T) {
 		})
 	}
 }
+
+// A Lock cancelled while its try is in flight must not leave the lock held
+// by a token nobody has (with WithNoExpiry, for ever).
+func TestCancelledTryLeavesNoLock(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, kind := range []string{"mutex", "fair"} {
+		t.Run(kind, func(t *testing.T) {
+			rdb := srv.Client(t)
+			h := &hook{}
+			rdb.AddHook(h)
+			c := dlock.New(rdb)
+			defer c.Close()
+			other := dlock.New(srv.Client(t))
+			defer other.Close()
+			get := func(c *dlock.Client) dlock.Locker {
+				if kind == "mutex" {
+					return c.Mutex("leak-"+kind, dlock.WithNoExpiry())
+				}
+				return c.FairMutex("leak-"+kind, dlock.WithNoExpiry())
+			}
+			if l, err := get(c).TryLock(context.Background()); err == nil { // load the script
+				l.Unlock(context.Background())
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			h.act = lostToCancel(cancel)
+			h.armed.Store(true)
+			l, err := get(c).Lock(ctx)
+			if err == nil {
+				t.Fatalf("Lock succeeded: %v", l)
+			}
+			if !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Logf("Lock error (not ErrNotAcquired): %v", err)
+			}
+			tctx, tcancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer tcancel()
+			if _, err := get(other).Lock(tctx); err != nil {
+				t.Fatalf("lock stuck after a cancelled Lock returned an error: %v", err)
+			}
+		})
+	}
+}

@@ -3,11 +3,13 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestInspectListForceUnlock(t *testing.T) {
@@ -136,5 +138,67 @@ func TestInspectSetAndForceRelease(t *testing.T) {
 		t.Fatalf("member not free after ForceRelease: %v", err)
 	} else {
 		again.Unlock(ctx)
+	}
+}
+
+// ForceUnlock inspects, then deletes: a holder that took the lock in
+// between must be spared, and nothing reported freed.
+func TestForceUnlockSparesNewHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h := &hook{}
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	defer c.Close()
+	other := dlock.New(srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	first, err := other.Mutex("fu", dlock.WithMetadata("first")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second *dlock.Lease
+	h.match = func(cmd redis.Cmder) bool {
+		return isEval(cmd) && strings.Contains(strings.ToUpper(cmd.String()), "PUBLISH")
+	}
+	h.act = delayedBy(func() {
+		if err := first.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+		second, err = other.Mutex("fu", dlock.WithMetadata("second")).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	h.armed.Store(true)
+	freed, err := c.ForceUnlock(ctx, "fu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := second.Held(ctx); !held {
+		t.Error("ForceUnlock removed a holder that came after it looked")
+	}
+	if len(freed) != 0 {
+		t.Errorf("ForceUnlock reported freeing %+v; the holder it saw was gone", freed)
+	}
+}
+
+// List must find locks under a prefix holding glob characters.
+func TestListFindsLocksUnderAGlobPrefix(t *testing.T) {
+	srv := redistest.Start(t)
+	c := dlock.New(srv.Client(t), dlock.WithPrefix("app[1]"))
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Mutex("x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	sts, err := c.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 1 {
+		t.Errorf("List with prefix app[1] found %d locks, want 1", len(sts))
 	}
 }

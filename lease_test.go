@@ -113,3 +113,152 @@ func TestFailedUnlockReleasesInBackground(t *testing.T) {
 		})
 	}
 }
+
+// A manual Refresh with a shorter TTL must bring the watchdog's deadline
+// forward: when another client can take the lock, Lost() is closed.
+func TestRefreshShorterTTLBringsLostForward(t *testing.T) {
+	srv := redistest.Start(t)
+	c1, _, _ := newClient(t, srv)
+	c2, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	l, err := c1.Mutex("m", dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	other, err := c2.Mutex("m").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("other client: %v", err)
+	}
+	defer other.Unlock(ctx)
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatalf("fence %d holds the mutex while the first lease (fence %d) has not closed Lost()", other.Fence(), l.Fence())
+	}
+}
+
+// TestLostOnFlush: the holder's keys vanish; Lost() closes and Do's
+// context is cancelled with cause ErrLost, within the TTL.
+func TestLostOnFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 900 * time.Millisecond
+	var flushed time.Time
+	err := c.Mutex("flush", dlock.WithTTL(ttl)).Do(ctx, func(ctx context.Context) error {
+		flushed = time.Now()
+		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
+				t.Errorf("cause = %v, want ErrLost", cause)
+			}
+			if d := time.Since(flushed); d > ttl {
+				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
+			}
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("Do's context not cancelled after the keys vanished")
+		}
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
+	}
+}
+
+// TestLostWhenRedisPauses: Redis stops answering (SIGSTOP). Lost() must
+// close before the lease could have expired on the server: at most TTL
+// after the pause, since the last successful renewal came before it.
+func TestLostWhenRedisPauses(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 1200 * time.Millisecond
+	l, err := c.Mutex("pause", dlock.WithTTL(ttl)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 2) // let a renewal happen first
+	paused := time.Now()
+	srv.Pause(t)
+	defer srv.Resume(t)
+	select {
+	case <-l.Lost():
+		if d := time.Since(paused); d >= ttl {
+			t.Errorf("Lost() closed %v after the pause; must be before the TTL %v", d, ttl)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() did not close while Redis was paused")
+	}
+	srv.Resume(t)
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock after loss: %v, want ErrLost", err)
+	}
+}
+
+// TestRenewalKeepsLease: with auto-refresh a lease outlives its TTL many
+// times over, and a second holder never gets in.
+func TestRenewalKeepsLease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("renew", dlock.WithTTL(time.Second))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := m.Lock(tctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Lock = %v; want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("renewed lease reported lost")
+	default:
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManualRefresh(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	m := c.Mutex("manual", dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		time.Sleep(400 * time.Millisecond)
+		if err := l.Refresh(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("refreshed lease reported lost")
+	default:
+	}
+	rdb.FlushAll(ctx)
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Refresh after flush: %v, want ErrLost", err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("Lost() open after Refresh found the lease gone")
+	}
+}

@@ -380,128 +380,6 @@ func TestCrashedHolder(t *testing.T) {
 	}
 }
 
-// TestLostOnFlush: the holder's keys vanish; Lost() closes and Do's
-// context is cancelled with cause ErrLost, within the TTL.
-func TestLostOnFlush(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
-	const ttl = 900 * time.Millisecond
-	var flushed time.Time
-	err := c.Mutex("flush", dlock.WithTTL(ttl)).Do(ctx, func(ctx context.Context) error {
-		flushed = time.Now()
-		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
-				t.Errorf("cause = %v, want ErrLost", cause)
-			}
-			if d := time.Since(flushed); d > ttl {
-				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
-			}
-			return nil
-		case <-time.After(5 * time.Second):
-			return errors.New("Do's context not cancelled after the keys vanished")
-		}
-	})
-	if !errors.Is(err, dlock.ErrLost) {
-		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
-	}
-}
-
-// TestLostWhenRedisPauses: Redis stops answering (SIGSTOP). Lost() must
-// close before the lease could have expired on the server: at most TTL
-// after the pause, since the last successful renewal came before it.
-func TestLostWhenRedisPauses(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
-	const ttl = 1200 * time.Millisecond
-	l, err := c.Mutex("pause", dlock.WithTTL(ttl)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(ttl / 2) // let a renewal happen first
-	paused := time.Now()
-	srv.Pause(t)
-	defer srv.Resume(t)
-	select {
-	case <-l.Lost():
-		if d := time.Since(paused); d >= ttl {
-			t.Errorf("Lost() closed %v after the pause; must be before the TTL %v", d, ttl)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Lost() did not close while Redis was paused")
-	}
-	srv.Resume(t)
-	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
-		t.Errorf("Unlock after loss: %v, want ErrLost", err)
-	}
-}
-
-// TestRenewalKeepsLease: with auto-refresh a lease outlives its TTL many
-// times over, and a second holder never gets in.
-func TestRenewalKeepsLease(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
-	m := c.Mutex("renew", dlock.WithTTL(time.Second))
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if _, err := m.Lock(tctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("second Lock = %v; want ErrNotAcquired and DeadlineExceeded", err)
-	}
-	select {
-	case <-l.Lost():
-		t.Fatal("renewed lease reported lost")
-	default:
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestManualRefresh(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
-	m := c.Mutex("manual", dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 4 {
-		time.Sleep(400 * time.Millisecond)
-		if err := l.Refresh(ctx, time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-l.Lost():
-		t.Fatal("refreshed lease reported lost")
-	default:
-	}
-	rdb.FlushAll(ctx)
-	if err := l.Refresh(ctx, time.Second); !errors.Is(err, dlock.ErrLost) {
-		t.Fatalf("Refresh after flush: %v, want ErrLost", err)
-	}
-	select {
-	case <-l.Lost():
-	default:
-		t.Fatal("Lost() open after Refresh found the lease gone")
-	}
-}
-
 func TestStallTimeout(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -627,4 +505,104 @@ func TestNoExpiry(t *testing.T) {
 		t.Fatal("key left after Unlock")
 	}
 	_ = redis.Nil
+}
+
+// A retried acquire script must recognise its own token, or TryLock would
+// report ErrNotAcquired while an orphan lease of its own holds the mutex.
+func TestTryLockSentTwiceFindsItsOwnLease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h := &hook{match: isTry, act: sentTwice(false)}
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	defer c.Close()
+	ctx := t.Context()
+	m := c.Mutex("m", dlock.WithTTL(2*time.Second))
+	warm, err := m.TryLock(ctx) // load the script (EVALSHA would NOSCRIPT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Unlock(ctx)
+	h.armed.Store(true)
+	_, err = m.TryLock(ctx)
+	st, _ := m.Status(ctx)
+	if errors.Is(err, dlock.ErrNotAcquired) && st.Held {
+		t.Errorf("TryLock = %v, but the mutex is held by our own orphan token (fence %d, TTL %v)", err, st.Fence, st.TTL)
+	}
+}
+
+// Same, inside Lock's wait loop with WithNoExpiry, where the waiter would
+// otherwise wait for itself forever.
+func TestLockSentTwiceWhileWaitingFindsItsOwnLease(t *testing.T) {
+	srv := redistest.Start(t)
+	c1, _, _ := newClient(t, srv)
+	rdb := srv.Client(t)
+	h := &hook{match: isTry, act: sentTwice(true)}
+	rdb.AddHook(h)
+	c2 := dlock.New(rdb)
+	defer c2.Close()
+	ctx := t.Context()
+	first, err := c1.Mutex("m", dlock.WithNoExpiry()).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		l, err := c2.Mutex("m", dlock.WithNoExpiry()).Lock(cctx)
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	h.armed.Store(true)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Lock never acquired a free-then-self-held mutex: %v", err)
+	}
+}
+
+// A waiter that consumed the wake-up, hit a transient error, and then saw
+// its ctx end must hand the wake-up on, or the other local waiter would
+// sleep although the mutex is free (forever, with WithNoExpiry).
+func TestWaiterThatGivesUpPassesItsWakeUpOn(t *testing.T) {
+	srv := redistest.Start(t)
+	c1, _, _ := newClient(t, srv)
+	rdb := srv.Client(t)
+	h := &hook{}
+	rdb.AddHook(h)
+	c2 := dlock.New(rdb)
+	defer c2.Close()
+	ctx := t.Context()
+	holder, err := c1.Mutex("m", dlock.WithNoExpiry()).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(ctx)
+	h.act = broken(func() { go func() { time.Sleep(3 * time.Millisecond); cancel1() }() })
+	m := c2.Mutex("m", dlock.WithNoExpiry())
+	go func() { m.Lock(ctx1) }() // W1, oldest
+	time.Sleep(200 * time.Millisecond)
+	res := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		l, err := m.Lock(cctx) // W2
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		res <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	h.armed.Store(true)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Errorf("second waiter never woke for a free mutex: %v", err)
+	}
 }

@@ -908,7 +908,7 @@ func TestSetRetriedAcquireIsIdempotent(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	h := &dupHook{}
+	h := &hook{match: isTry, act: sentTwice(false)}
 	rdb.AddHook(h)
 	c := dlock.New(rdb)
 	defer c.Close()

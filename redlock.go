@@ -126,88 +126,99 @@ func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) 
 }
 
 // try asks every node for the lock and keeps it if a majority granted it
-// in time; otherwise it gives back what it got.
+// in time; otherwise it gives back what it got and says how long to wait.
 func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
-	ttl := r.cfg.ttl
 	start := time.Now()
-	id := leaseID(tok)
-	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
-		return redlockAcquire.Run(ctx, n.rdb, r.kl, tok, millis(ttl), r.cfg.metadata, id).Slice()
-	})
+	v := r.ask(ctx, tok)
 	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
-	var (
-		granted int
-		fence   uint64
-		failed  []error
-		held    = map[uint64][]time.Duration{} // holder id -> its shares' time left
-		// asked marks the nodes that may hold a share now: those that
-		// granted it, and those asked whose answer never came.
-		asked = make([]bool, n)
-	)
-	for i, rp := range replies {
-		if rp.err != nil {
-			failed = append(failed, rp.err)
-			asked[i] = rp.err != errNodeResting
-			continue
-		}
-		v := rp.val
-		switch {
-		case len(v) >= 2 && toInt(v[0]) == 1:
-			granted++
-			asked[i] = true
-			fence = max(fence, uint64(toInt(v[1])))
-		case len(v) >= 4:
-			holder, _ := strconv.ParseUint(fmt.Sprint(v[3]), 10, 64)
-			held[holder] = append(held[holder], ttlOf(toInt(v[1])))
-		default:
-			failed = append(failed, fmt.Errorf("%w %v", errBadReply, v))
-		}
-	}
-	valid := watchdog.Deadline(start, ttl).Add(-clockDrift(ttl))
-	if granted >= q && time.Now().Before(valid) {
-		return attempt{ok: true, fence: fence, asked: asked}, nil
+	valid := watchdog.Deadline(start, r.cfg.ttl).Add(-clockDrift(r.cfg.ttl))
+	if v.granted >= q && time.Now().Before(valid) {
+		return attempt{ok: true, fence: v.fence, asked: v.asked}, nil
 	}
 	if err := ctx.Err(); err != nil {
 		// The caller gives up, and with it what this try may have got
 		// (see giveUp), without holding the caller past its deadline.
 		return attempt{}, err
 	}
-	if granted > 0 || len(failed) > 0 {
-		r.releaseAll(ctx, tok, 0, asked)
+	if v.granted > 0 || len(v.failed) > 0 {
+		r.releaseAll(ctx, tok, 0, v.asked)
 	}
-	if len(failed) > n-q {
+	if len(v.failed) > n-q {
 		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
-			len(failed), n, q, failed[0])
+			len(v.failed), n, q, v.failed[0])
 	}
+	return v.wait(q), nil
+}
+
+// vote is what the nodes answered one try.
+type vote struct {
+	granted int
+	fence   uint64                     // the highest fence granted
+	failed  []error                    // the nodes that did not answer
+	held    map[uint64][]time.Duration // holder id -> its shares' time left
+	// asked marks the nodes that may hold a share now: those that granted
+	// it, and those asked whose answer never came.
+	asked []bool
+}
+
+// ask sends tok's try to every node at once and counts the answers.
+func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
+	ttl := r.cfg.ttl
+	id := leaseID(tok)
+	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
+		return redlockAcquire.Run(ctx, n.rdb, r.kl, tok, millis(ttl), r.cfg.metadata, id).Slice()
+	})
+	v := vote{held: map[uint64][]time.Duration{}, asked: make([]bool, len(replies))}
+	for i, rp := range replies {
+		if rp.err != nil {
+			v.failed = append(v.failed, rp.err)
+			v.asked[i] = rp.err != errNodeResting
+			continue
+		}
+		switch a := rp.val; {
+		case len(a) >= 2 && toInt(a[0]) == 1:
+			v.granted++
+			v.asked[i] = true
+			v.fence = max(v.fence, uint64(toInt(a[1])))
+		case len(a) >= 4:
+			holder, _ := strconv.ParseUint(fmt.Sprint(a[3]), 10, 64)
+			v.held[holder] = append(v.held[holder], ttlOf(toInt(a[1])))
+		default:
+			v.failed = append(v.failed, fmt.Errorf("%w %v", errBadReply, a))
+		}
+	}
+	return v
+}
+
+// wait is the attempt of a vote that did not take the lock: how long
+// until it is worth trying again unwoken, and who holds it, for a quorum
+// of q.
+func (v vote) wait(q int) attempt {
 	// The lease holding the most nodes holds the lock if that is a majority.
 	var holder uint64
 	var left []time.Duration
-	for id, l := range held {
+	for id, l := range v.held {
 		if len(l) > len(left) {
 			holder, left = id, l
 		}
 	}
-	if len(left) >= q {
+	slices.Sort(left)
+	switch {
+	case len(left) >= q:
 		// The lock can be had once so many of the holder's shares ran out
 		// that the rest are no majority.
-		slices.Sort(left)
-		return attempt{wait: left[len(left)-q], holder: holder}, nil
-	}
-	if len(left) > 0 && len(left)+len(failed) >= q {
+		return attempt{wait: left[len(left)-q], holder: holder}
+	case len(left) > 0 && len(left)+len(v.failed) >= q:
 		// The holder may have a majority with nodes that did not answer:
 		// wait for its release (which wakes us) or its first share to run
 		// out, not the split-vote pause, which would poll the free nodes.
-		slices.Sort(left)
-		return attempt{wait: left[0], holder: holder}, nil
+		return attempt{wait: left[0], holder: holder}
 	}
 	// No lease has a majority: callers split the vote, or one was granted
 	// too late. Try again after a random pause, so that those who collided
 	// try at different times.
-	return attempt{wait: rand.N(splitPause)}, nil
+	return attempt{wait: rand.N(splitPause)}
 }
-
-// owner is the lock's owner hash on node n.
-func (r *redlockMutex) owner(n *node) owner { return owner{rdb: n.rdb, key: r.keys.Key()} }
 
 // releaseAll gives back tok's share on the nodes marked in asked, with its
 // own deadline: the caller's context may have ended. fence, if not 0, is
@@ -217,6 +228,9 @@ func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64,
 	defer cancel()
 	r.release(ctx, tok, fence, asked)
 }
+
+// owner is the lock's owner hash on node n.
+func (r *redlockMutex) owner(n *node) owner { return owner{rdb: n.rdb, key: r.keys.Key()} }
 
 // everyNode marks every node of the client.
 func (r *redlockMutex) everyNode() []bool {

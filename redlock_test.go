@@ -3,12 +3,10 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +17,10 @@ import (
 )
 
 // newRedlock starts n independent servers and a Redlock client on them.
-func newRedlock(t testing.TB, n int, opts ...dlock.Option) (*dlock.Client, []*redistest.Server, *counter) {
+func newRedlock(t testing.TB, n int, opts ...dlock.Option) (*dlock.Client, []*redistest.Server, *hook) {
 	t.Helper()
 	srvs := redistest.StartN(t, n)
-	cnt := &counter{}
+	cnt := &hook{}
 	rdbs := make([]redis.UniversalClient, n)
 	for i, s := range srvs {
 		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
@@ -373,28 +371,12 @@ func helperClient(kind string) (*dlock.Client, func()) {
 	}
 }
 
-// dialCounter counts a go-redis client's attempts to open a connection.
-type dialCounter struct{ n atomic.Int64 }
-
-func (d *dialCounter) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d.n.Add(1)
-		return next(ctx, network, addr)
-	}
-}
-
-func (d *dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (d *dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestRedlockRestsDeadNode: a node that refuses connections is not asked
 // on every try: after a failure it rests (50ms, doubling to 2s).
 func TestRedlockRestsDeadNode(t *testing.T) {
 	t.Parallel()
 	srvs := redistest.StartN(t, 3)
-	dials := &dialCounter{}
+	dials := &hook{}
 	rdbs := make([]redis.UniversalClient, len(srvs))
 	for i, s := range srvs {
 		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
@@ -421,7 +403,7 @@ func TestRedlockRestsDeadNode(t *testing.T) {
 	}
 	took := time.Since(start)
 	// Each rest ends in one new attempt; rests double from 50ms.
-	n := dials.n.Load()
+	n := dials.dials.Load()
 	t.Logf("%d TryLock+Unlock in %v: %d dials to the dead node", tries, took, n)
 	if limit := int64(took/(50*time.Millisecond)) + 5; n > limit {
 		t.Errorf("%d dials to the dead node in %v; with rests, at most %d", n, took, limit)

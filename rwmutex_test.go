@@ -806,7 +806,7 @@ func TestRWWakeups(t *testing.T) {
 		}
 		const n = 6
 		clients := make([]*dlock.Client, 2)
-		counters := make([]*counter, 2)
+		counters := make([]*hook, 2)
 		for i := range clients {
 			clients[i], _, counters[i] = newClient(t, srv)
 		}
@@ -986,7 +986,7 @@ func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	h := &dupHook{}
+	h := &hook{match: isTry, act: sentTwice(false)}
 	rdb.AddHook(h)
 	c := dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })

@@ -148,101 +148,136 @@ func (w *Watchdog) start(parent context.Context, ttl time.Duration, deadline tim
 	return a
 }
 
+// watch is the state of a watchdog's goroutine.
+type watch struct {
+	w        *Watchdog
+	ttl      time.Duration // of the next renewal
+	deadline time.Time     // when the lease is declared lost unless renewed
+	next     time.Time     // when the next automatic renewal is due
+	// uncertain is the smallest TTL sent by a renewal that failed since
+	// the last success: Redis may have applied it, even after a later
+	// write.
+	uncertain time.Duration
+	inflight  *attempt
+	queued    []request // Refresh calls waiting for the renewal in flight
+}
+
+// run serves Refresh calls and renewals until Stop or loss.
 func (w *Watchdog) run(deadline time.Time) {
 	ttl := w.cfg.TTL
-	next := deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3)
-	// uncertain is the smallest TTL sent by a renewal that failed since the
-	// last success: Redis may have applied it, even after a later write.
-	var uncertain time.Duration
-
-	var inflight *attempt
-	var queued []request // Refresh calls waiting for the renewal in flight
-	defer func() {
-		if inflight != nil {
-			// Not waited for: its outcome is unknown, Redis may still
-			// apply it, and its goroutine ends by itself.
-			if d := w.bound(inflight.sent, inflight.ttl); d.Before(deadline) {
-				deadline = d
-			}
-			if inflight.reply != nil {
-				inflight.reply <- ErrStopped
-			}
-			inflight.cancel()
-		}
-		for _, q := range queued {
-			q.reply <- ErrStopped
-		}
-		w.deadline, w.ttl = deadline, ttl
-		close(w.done)
-	}()
+	s := &watch{w: w, ttl: ttl, deadline: deadline, next: deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3)}
+	defer s.finish()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		wake := deadline
-		if w.cfg.Auto && inflight == nil && next.Before(deadline) {
-			wake = next
-		}
-		timer.Reset(time.Until(wake))
+		timer.Reset(time.Until(s.wake()))
+		var ended bool
 		select {
 		case <-w.stop:
 			return
 		case req := <-w.requests:
-			ttl = req.ttl
-			if inflight == nil {
-				inflight = w.start(req.ctx, ttl, deadline, req.reply)
-			} else {
-				queued = append(queued, req)
-			}
-			continue
-		case err := <-inflight.done():
-			a := inflight
-			inflight = nil
-			a.cancel()
-			switch {
-			case err == nil:
-				// The last write to reach Redis is this one or a failed one
-				// applied after it: either way sent after a.sent.
-				t := a.ttl
-				if uncertain > 0 {
-					t = min(t, uncertain)
-				}
-				deadline, uncertain = w.bound(a.sent, t), 0
-				next = a.sent.Add(ttl / 3)
-			case w.cfg.Gone(err):
-				if a.reply != nil {
-					a.reply <- err
-				}
-				w.lost()
-				return
-			default:
-				if d := w.bound(a.sent, a.ttl); d.Before(deadline) {
-					deadline = d
-				}
-				if uncertain == 0 || a.ttl < uncertain {
-					uncertain = a.ttl
-				}
-				next = time.Now().Add(max(ttl/10, 10*time.Millisecond))
-			}
-			if a.reply != nil {
-				a.reply <- err
-			}
-			if len(queued) > 0 {
-				q := queued[0]
-				queued = queued[1:]
-				inflight = w.start(q.ctx, q.ttl, deadline, q.reply)
-			}
-			continue
+			s.request(req)
+		case err := <-s.inflight.done():
+			ended = s.settle(err)
 		case <-timer.C:
+			ended = s.tick()
 		}
-		now := time.Now()
-		if !now.Before(deadline) {
-			w.lost()
+		if ended {
 			return
 		}
-		if w.cfg.Auto && inflight == nil && !now.Before(next) {
-			inflight = w.start(context.Background(), ttl, earlier(deadline, now.Add(ttl/3)), nil)
-		}
 	}
+}
+
+// wake is when the loop must look again: the deadline, or an automatic
+// renewal due before it while none is in flight.
+func (s *watch) wake() time.Time {
+	if s.w.cfg.Auto && s.inflight == nil && s.next.Before(s.deadline) {
+		return s.next
+	}
+	return s.deadline
+}
+
+// request starts a Refresh's renewal, or queues it behind the one in
+// flight; its TTL is the TTL of every renewal from now on.
+func (s *watch) request(req request) {
+	s.ttl = req.ttl
+	if s.inflight == nil {
+		s.inflight = s.w.start(req.ctx, req.ttl, s.deadline, req.reply)
+	} else {
+		s.queued = append(s.queued, req)
+	}
+}
+
+// settle takes in the renewal in flight's outcome, answers its caller,
+// starts the next queued one, and reports whether the lease is lost.
+func (s *watch) settle(err error) (lost bool) {
+	a := s.inflight
+	s.inflight = nil
+	a.cancel()
+	switch {
+	case err == nil:
+		// The last write to reach Redis is this one or a failed one
+		// applied after it: either way sent after a.sent.
+		t := a.ttl
+		if s.uncertain > 0 {
+			t = min(t, s.uncertain)
+		}
+		s.deadline, s.uncertain = s.w.bound(a.sent, t), 0
+		s.next = a.sent.Add(s.ttl / 3)
+	case s.w.cfg.Gone(err):
+		if a.reply != nil {
+			a.reply <- err
+		}
+		s.w.lost()
+		return true
+	default:
+		s.deadline = earlier(s.deadline, s.w.bound(a.sent, a.ttl))
+		if s.uncertain == 0 || a.ttl < s.uncertain {
+			s.uncertain = a.ttl
+		}
+		s.next = time.Now().Add(max(s.ttl/10, 10*time.Millisecond))
+	}
+	if a.reply != nil {
+		a.reply <- err
+	}
+	if len(s.queued) > 0 {
+		q := s.queued[0]
+		s.queued = s.queued[1:]
+		s.inflight = s.w.start(q.ctx, q.ttl, s.deadline, q.reply)
+	}
+	return false
+}
+
+// tick declares the lease lost at its deadline, or starts an automatic
+// renewal when one is due; it reports whether the lease is lost.
+func (s *watch) tick() (lost bool) {
+	now := time.Now()
+	if !now.Before(s.deadline) {
+		s.w.lost()
+		return true
+	}
+	if s.w.cfg.Auto && s.inflight == nil && !now.Before(s.next) {
+		s.inflight = s.w.start(context.Background(), s.ttl, earlier(s.deadline, now.Add(s.ttl/3)), nil)
+	}
+	return false
+}
+
+// finish answers every caller still waiting and records the deadline and
+// TTL reached, counting a renewal in flight as one Redis may still apply
+// (its goroutine ends by itself).
+func (s *watch) finish() {
+	if a := s.inflight; a != nil {
+		s.deadline = earlier(s.deadline, s.w.bound(a.sent, a.ttl))
+		if a.reply != nil {
+			a.reply <- ErrStopped
+		}
+		a.cancel()
+	}
+	for _, q := range s.queued {
+		q.reply <- ErrStopped
+	}
+	s.w.deadline, s.w.ttl = s.deadline, s.ttl
+	close(s.w.done)
 }
 
 func (w *Watchdog) lost() {
