@@ -80,26 +80,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
-			go func() {
-				l, err := turn[1](ctx)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				got <- err
-			}()
-			time.Sleep(100 * time.Millisecond)
-			if err := h.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("waiter not woken by the release")
-			}
+			handOff(t, ctx, h, turn[1], 100*time.Millisecond)
 		}
 	})
 
@@ -112,26 +93,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
-			go func() {
-				l, err := c.Mutex(name).Lock(ctx)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				got <- err
-			}()
-			time.Sleep(50 * time.Millisecond)
-			if err := h.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("waiter on %s not woken by the release", name)
-			}
+			handOff(t, ctx, h, c.Mutex(name).Lock, 50*time.Millisecond)
 		}
 	})
 }

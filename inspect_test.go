@@ -81,14 +81,7 @@ func TestInspectListForceUnlock(t *testing.T) {
 	if err != nil || len(freed) != 1 || freed[0].Fence != m.Fence() {
 		t.Fatalf("ForceUnlock = %+v, %v", freed, err)
 	}
-	select {
-	case err := <-got2:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not woken by ForceUnlock")
-	}
+	within(t, got2, 5*time.Second, "waiter not woken by ForceUnlock")
 	if held, err := m.Held(ctx); err != nil || held {
 		t.Fatalf("old lease Held = %v, %v after ForceUnlock", held, err)
 	}

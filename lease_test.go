@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestLostClosesWhileUnlockHangs: an Unlock stuck on a paused Redis does
@@ -141,17 +142,11 @@ func TestRefreshShorterTTLBringsLostForward(t *testing.T) {
 	}
 }
 
-// TestLostOnFlush: the holder's keys vanish; Lost() closes and Do's
-// context is cancelled with cause ErrLost, within the TTL.
-func TestLostOnFlush(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
-	const ttl = 900 * time.Millisecond
-	var flushed time.Time
-	err := c.Mutex("flush", dlock.WithTTL(ttl)).Do(ctx, func(ctx context.Context) error {
-		flushed = time.Now()
+// flushInside is the body of a Do: it flushes Redis under the lease and
+// checks that its ctx is cancelled with cause ErrLost within ttl.
+func flushInside(t *testing.T, rdb *redis.Client, ttl time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		flushed := time.Now()
 		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
 			return err
 		}
@@ -167,7 +162,18 @@ func TestLostOnFlush(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			return errors.New("Do's context not cancelled after the keys vanished")
 		}
-	})
+	}
+}
+
+// TestLostOnFlush: the holder's keys vanish; Lost() closes and Do's
+// context is cancelled with cause ErrLost, within the TTL.
+func TestLostOnFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, rdb, _ := newClient(t, srv)
+	ctx := t.Context()
+	const ttl = 900 * time.Millisecond
+	err := c.Mutex("flush", dlock.WithTTL(ttl)).Do(ctx, flushInside(t, rdb, ttl))
 	if !errors.Is(err, dlock.ErrLost) {
 		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
 	}

@@ -1,9 +1,11 @@
 package dlock_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -64,4 +66,44 @@ func newClient(t testing.TB, srv *redistest.Server, opts ...dlock.Option) (*dloc
 	c := dlock.New(rdb, opts...)
 	t.Cleanup(func() { c.Close() })
 	return c, rdb, cnt
+}
+
+// handOff releases held after pause while wait waits for the same lock,
+// and fails t unless wait then takes it (and unlocks it) within 5s: long
+// before any lease these tests hold would run out.
+func handOff(t *testing.T, ctx context.Context, held *dlock.Lease, wait func(context.Context) (*dlock.Lease, error), pause time.Duration) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		l, err := wait(wctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(pause)
+	mustUnlock(t, held)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiter for %q not woken by the release", held.Name())
+	}
+}
+
+// within fails t with msg unless got yields nil within d.
+func within(t *testing.T, got <-chan error, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
 }

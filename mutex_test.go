@@ -288,24 +288,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := m.Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	time.Sleep(200 * time.Millisecond)
-	h.Unlock(ctx)
-	select {
-	case l := <-got:
-		if l != nil {
-			l.Unlock(ctx)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter not woken by the release")
-	}
+	handOff(t, ctx, h, m.Lock, 200*time.Millisecond)
 }
 
 // TestWaiterSurvivesSubscriptionLoss kills the shared subscription
@@ -335,14 +318,7 @@ func TestWaiterSurvivesSubscriptionLoss(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // let the hub reconnect
 	h.Unlock(ctx)
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter not woken after the subscription was re-established")
-	}
+	within(t, got, 10*time.Second, "waiter not woken after the subscription was re-established")
 }
 
 // TestCrashedHolder: a holder that stops renewing and never unlocks; the

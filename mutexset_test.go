@@ -674,22 +674,7 @@ func TestSetLostOnFlush(t *testing.T) {
 	var got string
 	err := s.Do(ctx, func(ctx context.Context, member string) error {
 		got = member
-		flushed := time.Now()
-		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
-				t.Errorf("cause = %v, want ErrLost", cause)
-			}
-			if d := time.Since(flushed); d > ttl {
-				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
-			}
-			return nil
-		case <-time.After(5 * time.Second):
-			return errors.New("Do's context not cancelled after the set vanished")
-		}
+		return flushInside(t, rdb, ttl)(ctx)
 	})
 	if !errors.Is(err, dlock.ErrLost) {
 		t.Fatalf("Do = %v, want the release's ErrLost", err)
@@ -1010,26 +995,7 @@ func TestSetCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
-			go func() {
-				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				l, err := s.Acquire(wctx)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				got <- err
-			}()
-			time.Sleep(50 * time.Millisecond)
-			mustUnlock(t, h)
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("waiter on set %d not woken by the release", i)
-			}
+			handOff(t, ctx, h, s.Acquire, 50*time.Millisecond)
 		}
 	})
 }

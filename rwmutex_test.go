@@ -915,25 +915,7 @@ func TestRWLostOnFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var flushed time.Time
-	err = rw.RLocker().Do(ctx, func(ctx context.Context) error {
-		flushed = time.Now()
-		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLost) {
-				t.Errorf("cause = %v, want ErrLost", cause)
-			}
-			if d := time.Since(flushed); d > ttl {
-				t.Errorf("loss noticed %v after the flush; TTL %v", d, ttl)
-			}
-			return nil
-		case <-time.After(5 * time.Second):
-			return errors.New("Do's context not cancelled after the keys vanished")
-		}
-	})
+	err = rw.RLocker().Do(ctx, flushInside(t, rdb, ttl))
 	if !errors.Is(err, dlock.ErrLost) {
 		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
 	}

@@ -30,14 +30,10 @@ var (
 	rwRRefresh   = script.MustLoad(scriptFS, "rw_rrefresh.lua")
 	rwRHeld      = script.MustLoad(scriptFS, "rw_rheld.lua")
 	rwStatus     = script.MustLoad(scriptFS, "rw_status.lua")
-)
 
-var (
 	redlockAcquire = script.MustLoad(scriptFS, "redlock_acquire.lua")
 	redlockRelease = script.MustLoad(scriptFS, "redlock_release.lua")
-)
 
-var (
 	setAdd     = script.MustLoad(scriptFS, "set_add.lua")
 	setRemove  = script.MustLoad(scriptFS, "set_remove.lua")
 	setAcquire = script.MustLoad(scriptFS, "set_acquire.lua")

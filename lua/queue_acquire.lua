@@ -26,13 +26,9 @@ local now = now_us()
 local now_ms = math.floor(now / 1000)
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence')
-if holder[1] == tok then
-  -- A try sent again after its reply was lost: the caller counts the
-  -- lease's TTL from this try, so Redis must too.
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  end
-  return {1, tonumber(holder[2])}
+local again = retried(KEYS[1], holder, tok, tonumber(ARGV[2]))
+if again then
+  return {1, again}
 end
 local held = holder[2]
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]

@@ -9,13 +9,7 @@
 --           waiters: flat list of {metadata, arrived at (server ms)} in order}
 -- Waiters past their liveness deadline are left out.
 local now_ms = time_ms()
-local out
-local h = redis.call('HMGET', KEYS[1], 'fence', 'meta', 'since')
-if h[1] then
-  out = {1, redis.call('PTTL', KEYS[1]), tonumber(h[1]), h[2] or '', tonumber(h[3] or '0')}
-else
-  out = {0, -2, tonumber(redis.call('GET', KEYS[2]) or '0'), '', 0}
-end
+local out = owner_status(KEYS[1], KEYS[2])
 local q = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
 local waiters = {}
 for i = 1, #q, 2 do

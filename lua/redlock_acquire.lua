@@ -14,9 +14,9 @@
 --          {0, ms the holder's lease has left here, holder's fence here,
 --           holder's id}.
 local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence', 'id')
-if holder[1] == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(holder[2])}
+local again = retried(KEYS[1], holder, ARGV[1], tonumber(ARGV[2]))
+if again then
+  return {1, again}
 end
 if holder[1] then
   return {0, redis.call('PTTL', KEYS[1]), tonumber(holder[2]), holder[3] or ''}

@@ -51,11 +51,7 @@ func StartCluster(t testing.TB) *Cluster {
 
 // Addrs returns the addresses of all nodes, masters and replicas.
 func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.nodes))
-	for i, s := range c.nodes {
-		addrs[i] = s.Addr()
-	}
-	return addrs
+	return addrsOf(c.nodes)
 }
 
 // Nodes returns all nodes, so tests can Kill, Pause or Restart any of them.

@@ -82,11 +82,7 @@ func (s *Sentinel) MasterName() string { return masterName }
 
 // SentinelAddrs returns the Sentinels' addresses.
 func (s *Sentinel) SentinelAddrs() []string {
-	addrs := make([]string, len(s.sentinels))
-	for i, sn := range s.sentinels {
-		addrs[i] = sn.Addr()
-	}
-	return addrs
+	return addrsOf(s.sentinels)
 }
 
 // Sentinels returns the Sentinel processes, so tests can Kill or Pause

@@ -480,3 +480,12 @@ func StartMain() (*Server, error) {
 	}
 	return s, nil
 }
+
+// addrsOf returns the servers' addresses.
+func addrsOf(servers []*Server) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}

@@ -39,6 +39,13 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{lost: make(chan struct{})} }
 
+// watch starts a watchdog on a lease of ttl taken at start, renewed by
+// renew (automatically when auto), whose loss r records.
+func (r *recorder) watch(start time.Time, ttl time.Duration, auto bool, renew func(ctx context.Context, ttl time.Duration) error) *watchdog.Watchdog {
+	cfg := watchdog.Config{TTL: ttl, Auto: auto, Renew: renew, Gone: isGone, OnLost: r.onLost}
+	return watchdog.Start(cfg, watchdog.Deadline(start, ttl))
+}
+
 // renewCalled records a Renew call and returns its number, from 1.
 func (r *recorder) renewCalled(ctx context.Context, ttl time.Duration) int {
 	c := call{at: time.Now(), ttl: ttl}
@@ -134,16 +141,10 @@ func TestRenewsEveryThirdOfTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return nil
+	})
 	time.Sleep(time.Second)
 	stopWithin(t, w, time.Second)
 	elapsed := time.Since(start)
@@ -189,16 +190,10 @@ func TestGoneRenewalLosesAtOnce(t *testing.T) {
 	const ttl = time.Second
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return errors.Join(errors.New("refresh"), errGone) // wrapped
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return errors.Join(errors.New("refresh"), errGone) // wrapped
+	})
 	at, ok := r.waitLost(2 * ttl)
 	if !ok {
 		stopWithin(t, w, time.Second)
@@ -235,18 +230,12 @@ func TestHangingRenewalLosesBeforeTTL(t *testing.T) {
 	r := newRecorder()
 	var ended sync.Map // renewal number -> ctx.Err() when it returned
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			n := r.renewCalled(ctx, ttl)
-			<-ctx.Done()
-			ended.Store(n, ctx.Err())
-			return ctx.Err()
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		n := r.renewCalled(ctx, ttl)
+		<-ctx.Done()
+		ended.Store(n, ctx.Err())
+		return ctx.Err()
+	})
 	at, ok := r.waitLost(2 * ttl)
 	if !ok {
 		stopWithin(t, w, time.Second)
@@ -285,17 +274,11 @@ func TestRenewIgnoringContextLosesBeforeTTL(t *testing.T) {
 	r := newRecorder()
 	release := make(chan struct{})
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			<-release
-			return errTransient
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		<-release
+		return errTransient
+	})
 	at, ok := r.waitLost(2 * ttl)
 	close(release) // lets the hung renewal, and so the watchdog, end
 	stopWithin(t, w, time.Second)
@@ -317,18 +300,12 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			if r.renewCalled(ctx, ttl) <= 3 {
-				return errTransient
-			}
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		if r.renewCalled(ctx, ttl) <= 3 {
+			return errTransient
+		}
+		return nil
+	})
 	if at, lost := r.waitLost(2 * ttl); lost {
 		t.Errorf("OnLost called %v after start though a retry succeeded", at.Sub(start))
 	}
@@ -358,7 +335,7 @@ func TestNoAutoRenewLosesAtTTL(t *testing.T) {
 	const ttl = 400 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{TTL: ttl, Gone: isGone, OnLost: r.onLost}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, false, nil)
 	defer stopWithin(t, w, time.Second)
 	at, ok := r.waitLost(2 * ttl)
 	if !ok {
@@ -377,15 +354,10 @@ func TestRefreshPushesDeadline(t *testing.T) {
 	const ttl = 400 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return nil
+	})
 	defer stopWithin(t, w, time.Second)
 	time.Sleep(ttl / 2)
 	before := time.Now()
@@ -420,16 +392,10 @@ func TestRefreshChangesTTLOfLaterRenewals(t *testing.T) {
 	const ttl, newTTL = 300 * time.Millisecond, 900 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return nil
+	})
 	time.Sleep(50 * time.Millisecond) // before the first automatic renewal, at 100ms
 	if err := result(t, refreshAsync(w, context.Background(), newTTL), time.Second); err != nil {
 		t.Fatalf("Refresh: %v", err)
@@ -464,15 +430,10 @@ func TestShorterRefreshMovesDeadlineEarlier(t *testing.T) {
 	const ttl, shorter = time.Second, 200 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return nil
+	})
 	defer stopWithin(t, w, time.Second)
 	if err := result(t, refreshAsync(w, context.Background(), shorter), time.Second); err != nil {
 		t.Fatalf("Refresh: %v", err)
@@ -496,15 +457,10 @@ func TestFailedShorterRefreshMovesDeadlineEarlier(t *testing.T) {
 	const ttl, shorter = time.Second, 200 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return errTransient // e.g. the reply was lost
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return errTransient // e.g. the reply was lost
+	})
 	defer stopWithin(t, w, time.Second)
 	if err := result(t, refreshAsync(w, context.Background(), shorter), time.Second); !errors.Is(err, errTransient) {
 		t.Fatalf("Refresh: %v, want Renew's error", err)
@@ -531,28 +487,22 @@ func TestRefreshWaitsForRenewalInFlight(t *testing.T) {
 	releaseFirst := make(chan struct{})
 	var released time.Time
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			switch r.renewCalled(ctx, ttl) {
-			case 1: // the automatic renewal: in flight until released
-				close(inFirst)
-				select {
-				case <-releaseFirst:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			case 2: // the Refresh: succeeds
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		switch r.renewCalled(ctx, ttl) {
+		case 1: // the automatic renewal: in flight until released
+			close(inFirst)
+			select {
+			case <-releaseFirst:
 				return nil
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			<-ctx.Done() // later renewals: Redis stalls
-			return ctx.Err()
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+		case 2: // the Refresh: succeeds
+			return nil
+		}
+		<-ctx.Done() // later renewals: Redis stalls
+		return ctx.Err()
+	})
 	defer stopWithin(t, w, time.Second)
 	select {
 	case <-inFirst:
@@ -593,16 +543,11 @@ func TestRefreshContextEnds(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second
 	r := newRecorder()
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			<-ctx.Done()
-			return ctx.Err()
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(time.Now(), ttl))
+	w := r.watch(time.Now(), ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		<-ctx.Done()
+		return ctx.Err()
+	})
 	defer stopWithin(t, w, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -621,15 +566,10 @@ func TestRefreshGoneLoses(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second
 	r := newRecorder()
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			return errGone
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(time.Now(), ttl))
+	w := r.watch(time.Now(), ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		return errGone
+	})
 	if err := result(t, refreshAsync(w, context.Background(), ttl), time.Second); !errors.Is(err, errGone) {
 		t.Errorf("Refresh of a gone lease: %v, want Renew's error", err)
 	}
@@ -656,22 +596,16 @@ func TestStopBeforeLoss(t *testing.T) {
 	started := make(chan struct{}, 1)
 	renewEnded := make(chan error, 1)
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL:  ttl,
-		Auto: true,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-			<-ctx.Done() // in flight until Stop cancels it
-			renewEnded <- ctx.Err()
-			return ctx.Err()
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-ctx.Done() // in flight until Stop cancels it
+		renewEnded <- ctx.Err()
+		return ctx.Err()
+	})
 	select {
 	case <-started:
 	case <-time.After(time.Second):
@@ -772,16 +706,11 @@ func TestStopCountsWriteInFlight(t *testing.T) {
 	r := newRecorder()
 	release := make(chan struct{})
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			r.renewCalled(ctx, ttl)
-			<-release // a client whose socket timeout ignores the context
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(start, ttl))
+	w := r.watch(start, ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		r.renewCalled(ctx, ttl)
+		<-release // a client whose socket timeout ignores the context
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := result(t, refreshAsync(w, ctx, shorter), time.Second); !errors.Is(err, context.DeadlineExceeded) {
@@ -814,20 +743,15 @@ func TestConcurrentRefreshesAllReturn(t *testing.T) {
 	const ttl = time.Second
 	r := newRecorder()
 	release := make(chan struct{})
-	w := watchdog.Start(watchdog.Config{
-		TTL: ttl,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			if r.renewCalled(ctx, ttl) == 1 {
-				select { // the first write is slow
-				case <-release:
-				case <-ctx.Done():
-				}
+	w := r.watch(time.Now(), ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		if r.renewCalled(ctx, ttl) == 1 {
+			select { // the first write is slow
+			case <-release:
+			case <-ctx.Done():
 			}
-			return nil
-		},
-		Gone:   isGone,
-		OnLost: r.onLost,
-	}, watchdog.Deadline(time.Now(), ttl))
+		}
+		return nil
+	})
 	first := refreshAsync(w, context.Background(), ttl) // in flight
 	time.Sleep(20 * time.Millisecond)
 	second := refreshAsync(w, context.Background(), ttl) // queued
