@@ -27,17 +27,23 @@ const mutexStarve = time.Millisecond
 type queued struct {
 	lock
 	owner
-	starve time.Duration // see queue_acquire.lua; 0 for FairMutex
 }
 
 // queued returns the queued lock of kind k (kindMutex or kindFair).
 func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
 	q := &queued{lock: newLock(c, k, name, opts, "fence", "queue", "alive", "wmeta")}
 	q.owner = owner{rdb: c.rdb, key: q.keys.Key()}
-	if k == kindMutex {
-		q.starve = mutexStarve
-	}
 	return q
+}
+
+// starve is how long the first waiter may wait before newcomers must
+// queue behind it (see queue_acquire.lua): mutexStarve for a Mutex, 0 (at
+// once) for a FairMutex.
+func (q *queued) starve() time.Duration {
+	if q.kind == kindMutex {
+		return mutexStarve
+	}
+	return 0
 }
 
 func (q *queued) acquire(ctx context.Context, block bool) (*Lease, error) {
@@ -69,7 +75,7 @@ func (q *queued) acquisition(wait bool) *acquisition {
 	a.heartbeat = queueHeartbeat
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
 		return parseAttempt(q.run(ctx, queueAcquire, tok, millis(q.cfg.ttl), q.cfg.metadata,
-			enqueue, millis(queueLiveness), q.starve.Microseconds()).Slice())
+			enqueue, millis(queueLiveness), q.starve().Microseconds()).Slice())
 	}
 	a.ops = func(attempt) leaseOps { return q }
 	a.leave = func(ctx context.Context, tok string) error {

@@ -166,7 +166,7 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 	ttl := r.cfg.ttl
 	id := leaseID(tok)
 	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
-		return redlockAcquire.Run(ctx, n.rdb, r.kl, tok, millis(ttl), r.cfg.metadata, id).Slice()
+		return redlockAcquire.Run(ctx, n.rdb, r.shareKeys(), tok, millis(ttl), r.cfg.metadata, id).Slice()
 	})
 	v := vote{held: map[uint64][]time.Duration{}, asked: make([]bool, len(replies))}
 	for i, rp := range replies {
@@ -229,6 +229,10 @@ func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64,
 	r.release(ctx, tok, fence, asked)
 }
 
+// shareKeys are the KEYS of the redlock scripts: the owner hash and the
+// last fence, the first two of the Mutex's keys (the rest serve Status).
+func (r *redlockMutex) shareKeys() []string { return r.kl[:2] }
+
 // owner is the lock's owner hash on node n.
 func (r *redlockMutex) owner(n *node) owner { return owner{rdb: n.rdb, key: r.keys.Key()} }
 
@@ -245,7 +249,7 @@ func (r *redlockMutex) everyNode() []bool {
 // not: those that may hold one.
 func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool) []reply[bool] {
 	return fanOutTo(ctx, r.c.nodes, asked, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
-		return redlockRelease.Run(ctx, n.rdb, r.kl, tok, fence, n.hub.PublishCommand(), r.keys.Channel()).Bool()
+		return redlockRelease.Run(ctx, n.rdb, r.shareKeys(), tok, fence, n.hub.PublishCommand(), r.keys.Channel()).Bool()
 	})
 }
 

@@ -11,17 +11,18 @@ import (
 // TestEveryHelperServesAScript checks that lua/lib holds no dead helper:
 // each one is carried by at least one script (see internal/script).
 func TestEveryHelperServesAScript(t *testing.T) {
-	helpers, err := script.Helpers(scriptFS)
+	lib, err := script.NewLibrary(scriptFS)
 	if err != nil {
 		t.Fatal(err)
 	}
+	helpers := lib.Helpers()
 	names, err := fs.Glob(scriptFS, "*.lua")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no scripts found: %v", err)
 	}
 	used := map[string]bool{}
 	for _, name := range names {
-		src, err := script.Source(scriptFS, name)
+		src, err := lib.Source(name)
 		if err != nil {
 			t.Fatal(err)
 		}

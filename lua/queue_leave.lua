@@ -19,9 +19,6 @@ if held then
   removed = 1
 end
 if (first or held) and redis.call('EXISTS', KEYS[1]) == 0 then
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if head then
-    redis.call(ARGV[2], ARGV[3], head)
-  end
+  wake_first(KEYS[3], ARGV[2], ARGV[3])
 end
 return removed

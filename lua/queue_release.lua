@@ -12,8 +12,5 @@ if not owns(KEYS[1], ARGV[1]) then
 end
 redis.call('DEL', KEYS[1])
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], time_ms())
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-if head then
-  redis.call(ARGV[2], ARGV[3], head)
-end
+wake_first(KEYS[3], ARGV[2], ARGV[3])
 return 1

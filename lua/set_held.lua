@@ -4,7 +4,7 @@
 -- ARGV[2]  the member
 -- Returns  1 when the token holds the member and its lease has not
 --          expired; else 0.
-if redis.call('HGET', KEYS[4], ARGV[2]) ~= ARGV[1] then
+if not set_owns(ARGV[2], ARGV[1]) then
   return 0
 end
 local e = set_expiry(ARGV[2])

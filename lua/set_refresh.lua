@@ -6,7 +6,7 @@
 -- Returns  1 when extended; 0 when the token does not hold the member or
 --          its lease expired (nothing changes).
 local tok, m = ARGV[1], ARGV[3]
-if redis.call('HGET', KEYS[4], m) ~= tok then
+if not set_owns(m, tok) then
   return 0
 end
 local now = now_us()

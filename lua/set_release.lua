@@ -12,7 +12,7 @@
 --          changes then, except that a lease of this token that expired is
 --          cleared as the next acquire would clear it.
 local tok, m = ARGV[1], ARGV[2]
-if redis.call('HGET', KEYS[4], m) ~= tok then
+if not set_owns(m, tok) then
   return 0
 end
 local now = now_us()

@@ -16,7 +16,6 @@ package script
 import (
 	"fmt"
 	"io/fs"
-	"regexp"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -25,74 +24,28 @@ import (
 // LibGlob matches the helper files, relative to the scripts' FS.
 const LibGlob = "lib/*.lua"
 
-// Load returns the script name of fsys with the helpers it uses. It fails
-// when the file is missing, its header lacks KEYS, ARGV or Returns, or a
-// helper file holds anything but functions.
-func Load(fsys fs.FS, name string) (*redis.Script, error) {
-	src, err := Source(fsys, name)
-	if err != nil {
-		return nil, err
-	}
-	return redis.NewScript(src), nil
-}
-
-// MustLoad is Load for package initialisation: the scripts are part of the
-// binary, so a failure is a build defect, not a runtime condition.
-func MustLoad(fsys fs.FS, name string) *redis.Script {
-	s, err := Load(fsys, name)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
-// Source returns the text Load sends to Redis for the script name: the
-// helpers it uses, then the script.
-func Source(fsys fs.FS, name string) (string, error) {
-	lib, err := Helpers(fsys)
-	if err != nil {
-		return "", err
-	}
-	src, err := read(fsys, name)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	done := map[string]bool{}
-	var define func(h Helper)
-	define = func(h Helper) {
-		done[h.Name] = true
-		for _, g := range lib {
-			if !done[g.Name] && calls(h.Src, g.Name) {
-				define(g)
-			}
-		}
-		b.WriteString(h.Src)
-		b.WriteString("\n")
-	}
-	for _, h := range lib {
-		if !done[h.Name] && calls(src, h.Name) {
-			define(h)
-		}
-	}
-	b.WriteString(src)
-	return b.String(), nil
+// Library is the scripts of an FS and the helpers they share, read once.
+type Library struct {
+	fsys    fs.FS
+	helpers []Helper
 }
 
 // Helper is one shared function of lib/*.lua.
 type Helper struct {
-	Name string
-	File string
-	Src  string // its comment and definition
+	Name  string
+	File  string
+	Src   string          // its comment and definition
+	calls map[string]bool // the functions it calls
 }
 
-// Helpers reads every helper in fsys, in file and then definition order.
-func Helpers(fsys fs.FS) ([]Helper, error) {
+// NewLibrary reads the helpers of fsys. It fails when a helper file holds
+// anything but functions, or two define the same one.
+func NewLibrary(fsys fs.FS) (*Library, error) {
 	files, err := fs.Glob(fsys, LibGlob)
 	if err != nil {
 		return nil, err
 	}
-	var out []Helper
+	l := &Library{fsys: fsys}
 	seen := map[string]string{}
 	for _, f := range files {
 		b, err := fs.ReadFile(fsys, f)
@@ -109,9 +62,85 @@ func Helpers(fsys fs.FS) ([]Helper, error) {
 			}
 			seen[h.Name] = f
 		}
-		out = append(out, hs...)
+		l.helpers = append(l.helpers, hs...)
 	}
-	return out, nil
+	return l, nil
+}
+
+// MustLibrary is NewLibrary for package initialisation: the scripts are
+// part of the binary, so a failure is a build defect.
+func MustLibrary(fsys fs.FS) *Library {
+	l, err := NewLibrary(fsys)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// Helpers returns every helper, in file and then definition order.
+func (l *Library) Helpers() []Helper { return l.helpers }
+
+// Load returns the script name with the helpers it uses. It fails when the
+// file is missing or its header lacks KEYS, ARGV or Returns.
+func (l *Library) Load(name string) (*redis.Script, error) {
+	src, err := l.Source(name)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewScript(src), nil
+}
+
+// MustLoad is Load for package initialisation.
+func (l *Library) MustLoad(name string) *redis.Script {
+	s, err := l.Load(name)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Source returns the text Load sends to Redis for the script name: the
+// helpers it uses, each after the helpers it calls, then the script.
+func (l *Library) Source(name string) (string, error) {
+	src, err := read(l.fsys, name)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	done := map[string]bool{}
+	var define func(calls map[string]bool)
+	define = func(calls map[string]bool) {
+		for _, h := range l.helpers {
+			if calls[h.Name] && !done[h.Name] {
+				done[h.Name] = true
+				define(h.calls)
+				b.WriteString(h.Src)
+				b.WriteString("\n")
+			}
+		}
+	}
+	define(called(src))
+	b.WriteString(src)
+	return b.String(), nil
+}
+
+// Load reads the helpers of fsys and returns the script name with those it
+// uses; see Library.Load.
+func Load(fsys fs.FS, name string) (*redis.Script, error) {
+	l, err := NewLibrary(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return l.Load(name)
+}
+
+// Source is Library.Source on the helpers of fsys.
+func Source(fsys fs.FS, name string) (string, error) {
+	l, err := NewLibrary(fsys)
+	if err != nil {
+		return "", err
+	}
+	return l.Source(name)
 }
 
 // parseLib splits a helper file into its functions: each runs from the
@@ -128,6 +157,8 @@ func parseLib(file, src string) ([]Helper, error) {
 			body.WriteString(line)
 			if text == "end" {
 				cur.Src = strings.TrimRight(body.String(), "\n")
+				cur.calls = called(cur.Src)
+				delete(cur.calls, cur.Name)
 				out = append(out, *cur)
 				cur = nil
 			}
@@ -155,16 +186,35 @@ func parseLib(file, src string) ([]Helper, error) {
 	return out, nil
 }
 
-// calls reports whether Lua code calls the function name, comments aside.
-func calls(code, name string) bool {
-	call := regexp.MustCompile(`(^|[^\w.:])` + regexp.QuoteMeta(name) + `\s*\(`)
+// called returns the names Lua code calls, comments aside: every name
+// followed by "(" that is not a field or method (a.b(), a:b()).
+func called(code string) map[string]bool {
+	names := map[string]bool{}
 	for line := range strings.Lines(code) {
-		if code, _, _ := strings.Cut(line, "--"); call.MatchString(code) && !strings.Contains(code, "function "+name) {
-			return true
+		line, _, _ = strings.Cut(line, "--")
+		for i := 0; i < len(line); {
+			if !isNameStart(line[i]) {
+				i++
+				continue
+			}
+			j := i
+			for j < len(line) && (isNameStart(line[j]) || line[j] >= '0' && line[j] <= '9') {
+				j++
+			}
+			k := j
+			for k < len(line) && line[k] == ' ' {
+				k++
+			}
+			if k < len(line) && line[k] == '(' && (i == 0 || line[i-1] != '.' && line[i-1] != ':') {
+				names[line[i:j]] = true
+			}
+			i = j
 		}
 	}
-	return false
+	return names
 }
+
+func isNameStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 func read(fsys fs.FS, name string) (string, error) {
 	b, err := fs.ReadFile(fsys, name)

@@ -15,6 +15,11 @@
 --   KEYS[10] last: the last fence issued in the set (changes whenever a
 --            member changes hands)
 
+-- set_owns reports whether the lease tok holds member m.
+local function set_owns(m, tok)
+  return redis.call('HGET', KEYS[4], m) == tok
+end
+
 -- set_expiry returns member m's lease expiry in server ms (math.huge when
 -- it never expires), or nil when m is not held.
 local function set_expiry(m)

@@ -21,3 +21,13 @@ local function prune_waiters(queue, alive, wmeta, now_ms)
     drop_waiters(queue, alive, wmeta, dead)
   end
 end
+
+-- wake_first tells the first waiter in queue, if any, that it may take the
+-- lock: a message on channel, sent with publish (PUBLISH or SPUBLISH),
+-- naming its token.
+local function wake_first(queue, publish, channel)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if head then
+    redis.call(publish, channel, head)
+  end
+end
