@@ -153,13 +153,17 @@ var errLate = fmt.Errorf("lock granted, but the reply from Redis came after the 
 // os.ErrDeadlineExceeded, as a network timeout does.
 var errNoReply = fmt.Errorf("no reply from Redis in time: %w", os.ErrDeadlineExceeded)
 
-// noReply is errNoReply when a try was abandoned (pending is not nil),
-// else trouble.
+// noReply is what the last try met: errNoReply when it was abandoned
+// (pending is not nil), followed by the trouble of the try before, if any
+// (say, a refused connection), else trouble.
 func noReply(pending <-chan struct{}, trouble error) error {
-	if pending != nil {
-		return errNoReply
+	switch {
+	case pending == nil:
+		return trouble
+	case trouble != nil:
+		return fmt.Errorf("%w; the try before: %w", errNoReply, trouble)
 	}
-	return trouble
+	return errNoReply
 }
 
 // unanswered reports whether a request that failed with err may have been
