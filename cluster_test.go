@@ -89,10 +89,7 @@ func TestCluster(t *testing.T) {
 		// its release long before the holder's 30s lease would end.
 		for i := range 12 {
 			name := fmt.Sprintf("cluster-wake-%d", i)
-			h, err := c.Mutex(name, dlock.WithTTL(30*time.Second)).Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := mustTake(t, ctx, c.Mutex(name, dlock.WithTTL(30*time.Second)).Lock)
 			handOff(t, ctx, h, c.Mutex(name).Lock, 50*time.Millisecond)
 		}
 	})

@@ -39,10 +39,7 @@ func TestFairOrder(t *testing.T) {
 	ctx := t.Context()
 	holderC, _, _ := newClient(t, srv)
 	f := holderC.FairMutex("line", dlock.WithTTL(30*time.Second))
-	h, err := f.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustTake(t, ctx, f.Lock)
 	const n = 8
 	var mu sync.Mutex
 	var order []int
@@ -94,23 +91,13 @@ func TestFairOrder(t *testing.T) {
 }
 
 func TestFairTryLockDoesNotJumpQueue(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	f := c.FairMutex("q", dlock.WithTTL(30*time.Second))
 	l, err := f.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("TryLock on a free lock with no queue: %v", err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		w, err := f.Lock(ctx)
-		if err == nil {
-			err = w.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := takeAndRelease(ctx, f.Lock)
 	waitQueued(t, f, 1)
 	if _, err := f.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryLock while held: %v", err)
@@ -134,10 +121,7 @@ func TestFairDeadWaitersAhead(t *testing.T) {
 	c, _, _ := newClient(t, srv)
 	ctx := t.Context()
 	f := c.FairMutex("dead-ahead", dlock.WithTTL(30*time.Second))
-	h, err := f.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustTake(t, ctx, f.Lock)
 
 	// 1st in line: a process that will be killed.
 	doomed := exec.Command(os.Args[0], "-test.run=^$")
@@ -233,10 +217,7 @@ func TestFairRoundTripsBounded(t *testing.T) {
 	c, _, cnt := newClient(t, srv)
 	ctx := t.Context()
 	f := c.FairMutex("many", dlock.WithTTL(30*time.Second))
-	h, err := f.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustTake(t, ctx, f.Lock)
 	const n = 64
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -424,11 +424,8 @@ func TestCancelledTryLeavesNoLock(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, kind := range []string{"mutex", "fair"} {
 		t.Run(kind, func(t *testing.T) {
-			rdb := srv.Client(t)
 			h := &hook{}
-			rdb.AddHook(h)
-			c := dlock.New(rdb)
-			defer c.Close()
+			c, _ := hooked(t, srv, h)
 			other := dlock.New(srv.Client(t))
 			defer other.Close()
 			get := func(c *dlock.Client) dlock.Locker {

@@ -13,10 +13,7 @@ import (
 )
 
 func TestInspectListForceUnlock(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 
 	m, err := c.Mutex("jobs/a", dlock.WithNoExpiry(), dlock.WithMetadata("host-1:42")).Lock(ctx)
 	if err != nil {
@@ -25,10 +22,7 @@ func TestInspectListForceUnlock(t *testing.T) {
 	if _, err := c.FairMutex("jobs/b").Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.RWMutex("jobs/c").RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustTake(t, ctx, c.RWMutex("jobs/c").RLock)
 	defer r.Unlock(ctx)
 	if _, err := c.Mutex("other").Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -98,10 +92,7 @@ func TestInspectListForceUnlock(t *testing.T) {
 }
 
 func TestInspectSetAndForceRelease(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	pool := c.MutexSet("pool", dlock.WithNoExpiry())
 	if err := pool.Add(ctx, "dev-1", "dev-2"); err != nil {
 		t.Fatal(err)
@@ -138,18 +129,12 @@ func TestInspectSetAndForceRelease(t *testing.T) {
 // between must be spared, and nothing reported freed.
 func TestForceUnlockSparesNewHolder(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client(t)
 	h := &hook{}
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	defer c.Close()
+	c, _ := hooked(t, srv, h)
 	other := dlock.New(srv.Client(t))
 	defer other.Close()
 	ctx := context.Background()
-	first, err := other.Mutex("fu", dlock.WithMetadata("first")).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustTake(t, ctx, other.Mutex("fu", dlock.WithMetadata("first")).Lock)
 	var second *dlock.Lease
 	h.match = func(cmd redis.Cmder) bool {
 		return isEval(cmd) && strings.Contains(strings.ToUpper(cmd.String()), "PUBLISH")
@@ -158,6 +143,7 @@ func TestForceUnlockSparesNewHolder(t *testing.T) {
 		if err := first.Unlock(ctx); err != nil {
 			t.Error(err)
 		}
+		var err error
 		second, err = other.Mutex("fu", dlock.WithMetadata("second")).Lock(ctx)
 		if err != nil {
 			t.Error(err)
@@ -182,10 +168,7 @@ func TestListFindsLocksUnderAGlobPrefix(t *testing.T) {
 	c := dlock.New(srv.Client(t), dlock.WithPrefix("app[1]"))
 	defer c.Close()
 	ctx := context.Background()
-	l, err := c.Mutex("x").Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, c.Mutex("x").Lock)
 	defer l.Unlock(ctx)
 	sts, err := c.List(ctx, "")
 	if err != nil {

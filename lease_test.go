@@ -188,10 +188,7 @@ func TestLostWhenRedisPauses(t *testing.T) {
 	c, _, _ := newClient(t, srv)
 	ctx := t.Context()
 	const ttl = 1200 * time.Millisecond
-	l, err := c.Mutex("pause", dlock.WithTTL(ttl)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, c.Mutex("pause", dlock.WithTTL(ttl)).Lock)
 	time.Sleep(ttl / 2) // let a renewal happen first
 	paused := time.Now()
 	srv.Pause(t)
@@ -213,15 +210,9 @@ func TestLostWhenRedisPauses(t *testing.T) {
 // TestRenewalKeepsLease: with auto-refresh a lease outlives its TTL many
 // times over, and a second holder never gets in.
 func TestRenewalKeepsLease(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	m := c.Mutex("renew", dlock.WithTTL(time.Second))
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.Lock)
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if _, err := m.Lock(tctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
@@ -243,10 +234,7 @@ func TestManualRefresh(t *testing.T) {
 	c, rdb, _ := newClient(t, srv)
 	ctx := t.Context()
 	m := c.Mutex("manual", dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.Lock)
 	for range 4 {
 		time.Sleep(400 * time.Millisecond)
 		if err := l.Refresh(ctx, time.Second); err != nil {

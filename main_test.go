@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -60,12 +61,20 @@ func TestMain(m *testing.M) {
 // whose commands are counted. Both are closed in t.Cleanup.
 func newClient(t testing.TB, srv *redistest.Server, opts ...dlock.Option) (*dlock.Client, *redis.Client, *hook) {
 	t.Helper()
-	rdb := srv.Client(t)
 	cnt := &hook{}
-	rdb.AddHook(cnt)
+	c, rdb := hooked(t, srv, cnt, opts...)
+	return c, rdb, cnt
+}
+
+// hooked gives a Client on srv whose commands pass h, and the go-redis
+// client under it; t closes both.
+func hooked(t testing.TB, srv *redistest.Server, h *hook, opts ...dlock.Option) (*dlock.Client, *redis.Client) {
+	t.Helper()
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
 	c := dlock.New(rdb, opts...)
 	t.Cleanup(func() { c.Close() })
-	return c, rdb, cnt
+	return c, rdb
 }
 
 // handOff releases held after pause while wait waits for the same lock,
@@ -73,16 +82,9 @@ func newClient(t testing.TB, srv *redistest.Server, opts ...dlock.Option) (*dloc
 // before any lease these tests hold would run out.
 func handOff(t *testing.T, ctx context.Context, held *dlock.Lease, wait func(context.Context) (*dlock.Lease, error), pause time.Duration) {
 	t.Helper()
-	got := make(chan error, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		l, err := wait(wctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := takeAndRelease(wctx, wait)
 	time.Sleep(pause)
 	mustUnlock(t, held)
 	select {
@@ -95,6 +97,20 @@ func handOff(t *testing.T, ctx context.Context, held *dlock.Lease, wait func(con
 	}
 }
 
+// takeAndRelease runs acquire in a goroutine and unlocks what it takes;
+// the channel it returns gives the first error, or nil.
+func takeAndRelease(ctx context.Context, acquire func(context.Context) (*dlock.Lease, error)) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		l, err := acquire(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
 // within fails t with msg unless got yields nil within d.
 func within(t *testing.T, got <-chan error, d time.Duration, msg string) {
 	t.Helper()
@@ -105,5 +121,39 @@ func within(t *testing.T, got <-chan error, d time.Duration, msg string) {
 		}
 	case <-time.After(d):
 		t.Fatal(msg)
+	}
+}
+
+// start runs t in parallel with the others and gives it a Client on a
+// Redis server of its own, and t's context.
+func start(t *testing.T, opts ...dlock.Option) (*dlock.Client, context.Context) {
+	t.Helper()
+	t.Parallel()
+	c, _, _ := newClient(t, redistest.Start(t), opts...)
+	return c, t.Context()
+}
+
+// mustTake gives the lease acquire takes, or fails t at once.
+func mustTake(t testing.TB, ctx context.Context, acquire func(context.Context) (*dlock.Lease, error)) *dlock.Lease {
+	t.Helper()
+	l, err := acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// givesUpOnStall fails t unless acquire, waiting behind a holder that never
+// lets go, gives up with the stall timeout's ErrNotAcquired (not a context
+// error) between stall and stall+2s after it starts.
+func givesUpOnStall(t *testing.T, what string, stall time.Duration, acquire func() error) {
+	t.Helper()
+	start := time.Now()
+	err := acquire()
+	if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Errorf("%s = %v; want a stall ErrNotAcquired", what, err)
+	}
+	if d := time.Since(start); d < stall || d > stall+2*time.Second {
+		t.Errorf("%s gave up after %v; stall timeout %v", what, d, stall)
 	}
 }

@@ -15,16 +15,10 @@ import (
 )
 
 func TestMutexTryLockUnlock(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	m := c.Mutex("job")
 
-	a, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustTake(t, ctx, m.TryLock)
 	if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("second TryLock: %v, want ErrNotAcquired", err)
 	}
@@ -40,10 +34,7 @@ func TestMutexTryLockUnlock(t *testing.T) {
 	if held, err := a.Held(ctx); err != nil || held {
 		t.Fatalf("Held after Unlock = %v, %v; want false", held, err)
 	}
-	b, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustTake(t, ctx, m.TryLock)
 	defer b.Unlock(ctx)
 	if b.Fence() <= a.Fence() {
 		t.Errorf("fence %d after %d", b.Fence(), a.Fence())
@@ -57,10 +48,7 @@ func TestMutexTryLockUnlock(t *testing.T) {
 }
 
 func TestMutexNamesAnyBytes(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	names := []string{"{tag}", "a}b{", "sp ace", "nul\x00byte", "ünï ✓", strings.Repeat("n", keys.MaxName)}
 	var leases []*dlock.Lease
 	for _, name := range names {
@@ -111,10 +99,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: Status: %v, want ErrInvalid", name, err)
 		}
 	}
-	l, err := c.Mutex("ok").TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, c.Mutex("ok").TryLock)
 	if err := l.Refresh(ctx, 0); !errors.Is(err, dlock.ErrInvalid) {
 		t.Errorf("Refresh(0): %v, want ErrInvalid", err)
 	}
@@ -122,10 +107,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestMutexStatus(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	m := c.Mutex("report", dlock.WithTTL(time.Minute), dlock.WithMetadata("host-a:42"))
 	st, err := m.Status(ctx)
 	if err != nil {
@@ -135,10 +117,7 @@ func TestMutexStatus(t *testing.T) {
 		t.Fatalf("status of a new mutex: %+v", st)
 	}
 	before := time.Now().Add(-time.Second)
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.Lock)
 	st, err = m.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -169,10 +148,7 @@ func TestFenceSurvivesExpiry(t *testing.T) {
 	m := c.Mutex("fenced")
 	var last uint64
 	for i := range 20 {
-		l, err := m.TryLock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := mustTake(t, ctx, m.TryLock)
 		if l.Fence() <= last {
 			t.Fatalf("round %d: fence %d not above %d", i, l.Fence(), last)
 		}
@@ -207,17 +183,11 @@ func TestRoundTrips(t *testing.T) {
 	ctx := t.Context()
 	m := c.Mutex("rt")
 	// Warm up: the first run of each script pays a NOSCRIPT fallback.
-	l, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.TryLock)
 	l.Unlock(ctx)
 
 	before := cnt.Load()
-	l, err = m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l = mustTake(t, ctx, m.TryLock)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -234,18 +204,8 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 	holderC, _, _ := newClient(t, srv)
 	waiterC, _, cnt := newClient(t, srv)
 	ctx := t.Context()
-	h, err := holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := waiterC.Mutex("busy").Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	h := mustTake(t, ctx, holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock)
+	got := takeAndRelease(ctx, waiterC.Mutex("busy").Lock)
 	time.Sleep(1500 * time.Millisecond)
 	if n := cnt.Load(); n > 3 {
 		t.Errorf("waiter sent %d commands in 1.5s while the lock was held: %s", n, cnt)
@@ -253,9 +213,7 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 	// Five releases and re-takes by the holder: each may wake the waiter once.
 	for range 5 {
 		h.Unlock(ctx)
-		if h, err = holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		h = mustTake(t, ctx, holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock)
 		select {
 		case err := <-got:
 			// The waiter won a race for the released lock: fine, and done.
@@ -279,15 +237,9 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 // TestReleaseWakesWaiter: a waiter behind a 30s lease gets the lock when
 // it is released, not when the lease would have run out.
 func TestReleaseWakesWaiter(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	m := c.Mutex("wake", dlock.WithTTL(30*time.Second))
-	h, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustTake(t, ctx, m.Lock)
 	handOff(t, ctx, h, m.Lock, 200*time.Millisecond)
 }
 
@@ -300,18 +252,8 @@ func TestWaiterSurvivesSubscriptionLoss(t *testing.T) {
 	holderC, admin, _ := newClient(t, srv)
 	waiterC, _, _ := newClient(t, srv)
 	ctx := t.Context()
-	h, err := holderC.Mutex("resub", dlock.WithTTL(30*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := waiterC.Mutex("resub").Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	h := mustTake(t, ctx, holderC.Mutex("resub", dlock.WithTTL(30*time.Second)).Lock)
+	got := takeAndRelease(ctx, waiterC.Mutex("resub").Lock)
 	time.Sleep(300 * time.Millisecond)
 	if n, err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1 connection killed", n, err)
@@ -324,20 +266,14 @@ func TestWaiterSurvivesSubscriptionLoss(t *testing.T) {
 // TestCrashedHolder: a holder that stops renewing and never unlocks; the
 // waiter gets the lock when the TTL runs out, with no release announced.
 func TestCrashedHolder(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	const ttl = 700 * time.Millisecond
 	crashed, err := c.Mutex("crash", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	l, err := c.Mutex("crash").Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, c.Mutex("crash").Lock)
 	waited := time.Since(start)
 	defer l.Unlock(ctx)
 	if waited < ttl-100*time.Millisecond || waited > ttl+2*time.Second {
@@ -367,14 +303,10 @@ func TestStallTimeout(t *testing.T) {
 		if _, err := c.Mutex("stuck", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		_, err := c.Mutex("stuck", dlock.WithStallTimeout(stall)).Lock(ctx)
-		if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Lock = %v; want a stall ErrNotAcquired", err)
-		}
-		if d := time.Since(start); d < stall || d > stall+2*time.Second {
-			t.Errorf("gave up after %v; stall timeout %v", d, stall)
-		}
+		givesUpOnStall(t, "Lock", stall, func() error {
+			_, err := c.Mutex("stuck", dlock.WithStallTimeout(stall)).Lock(ctx)
+			return err
+		})
 	})
 
 	t.Run("changing holders", func(t *testing.T) {
@@ -414,10 +346,7 @@ func TestStallTimeout(t *testing.T) {
 }
 
 func TestLockContextErrors(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	if _, err := c.Mutex("ctx", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -430,10 +359,7 @@ func TestLockContextErrors(t *testing.T) {
 }
 
 func TestClosedClient(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	if _, err := c.Mutex("closed", dlock.WithTTL(time.Minute)).Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -462,10 +388,7 @@ func TestNoExpiry(t *testing.T) {
 	c, rdb, _ := newClient(t, srv)
 	ctx := t.Context()
 	m := c.Mutex("forever", dlock.WithNoExpiry())
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.Lock)
 	st, err := m.Status(ctx)
 	if err != nil || st.TTL != -1 {
 		t.Fatalf("Status = %+v, %v; want TTL -1", st, err)
@@ -487,11 +410,8 @@ func TestNoExpiry(t *testing.T) {
 // report ErrNotAcquired while an orphan lease of its own holds the mutex.
 func TestTryLockSentTwiceFindsItsOwnLease(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client(t)
 	h := &hook{match: isTry, act: sentTwice(false)}
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	defer c.Close()
+	c, _ := hooked(t, srv, h)
 	ctx := t.Context()
 	m := c.Mutex("m", dlock.WithTTL(2*time.Second))
 	warm, err := m.TryLock(ctx) // load the script (EVALSHA would NOSCRIPT)
@@ -512,16 +432,10 @@ func TestTryLockSentTwiceFindsItsOwnLease(t *testing.T) {
 func TestLockSentTwiceWhileWaitingFindsItsOwnLease(t *testing.T) {
 	srv := redistest.Start(t)
 	c1, _, _ := newClient(t, srv)
-	rdb := srv.Client(t)
 	h := &hook{match: isTry, act: sentTwice(true)}
-	rdb.AddHook(h)
-	c2 := dlock.New(rdb)
-	defer c2.Close()
+	c2, _ := hooked(t, srv, h)
 	ctx := t.Context()
-	first, err := c1.Mutex("m", dlock.WithNoExpiry()).TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustTake(t, ctx, c1.Mutex("m", dlock.WithNoExpiry()).TryLock)
 	done := make(chan error, 1)
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -548,16 +462,10 @@ func TestLockSentTwiceWhileWaitingFindsItsOwnLease(t *testing.T) {
 func TestWaiterThatGivesUpPassesItsWakeUpOn(t *testing.T) {
 	srv := redistest.Start(t)
 	c1, _, _ := newClient(t, srv)
-	rdb := srv.Client(t)
 	h := &hook{}
-	rdb.AddHook(h)
-	c2 := dlock.New(rdb)
-	defer c2.Close()
+	c2, _ := hooked(t, srv, h)
 	ctx := t.Context()
-	holder, err := c1.Mutex("m", dlock.WithNoExpiry()).TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustTake(t, ctx, c1.Mutex("m", dlock.WithNoExpiry()).TryLock)
 	ctx1, cancel1 := context.WithCancel(ctx)
 	h.act = broken(func() { go func() { time.Sleep(3 * time.Millisecond); cancel1() }() })
 	m := c2.Mutex("m", dlock.WithNoExpiry())

@@ -175,10 +175,7 @@ func takeAll(t *testing.T, s *dlock.MutexSet, want ...string) []*dlock.Lease {
 }
 
 func TestSetLRU(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("lru", dlock.WithTTL(time.Minute))
 	if err := s.Add(ctx, "d", "c", "b", "a"); err != nil {
 		t.Fatal(err)
@@ -201,10 +198,7 @@ func TestSetLRU(t *testing.T) {
 }
 
 func TestSetAddKeepsHeld(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("keep", dlock.WithTTL(time.Minute))
 	if err := s.Add(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -233,10 +227,7 @@ func TestSetAddKeepsHeld(t *testing.T) {
 }
 
 func TestSetNoMember(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("known", dlock.WithTTL(time.Minute))
 	if _, err := s.TryAcquireMember(ctx, "ghost"); !errors.Is(err, dlock.ErrNoMember) {
 		t.Fatalf("TryAcquireMember on an empty set: %v, want ErrNoMember", err)
@@ -289,10 +280,7 @@ func TestSetNoMember(t *testing.T) {
 // ErrNotAcquired (not ErrNoMember: no member was named), and Acquire waits
 // for an Add, woken by it.
 func TestSetEmpty(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("empty")
 	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrNoMember) {
 		t.Fatalf("TryAcquire on an empty set: %v, want ErrNotAcquired", err)
@@ -447,10 +435,7 @@ func TestSetReleaseWakes(t *testing.T) {
 // lease runs out, with no release announced; the old lease can then
 // neither renew nor release it, and the new holder keeps it.
 func TestSetExpiryWakes(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	const ttl = 700 * time.Millisecond
 	crashedSet := c.MutexSet("expiry", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false))
 	if err := crashedSet.Add(ctx, "only"); err != nil {
@@ -469,10 +454,7 @@ func TestSetExpiryWakes(t *testing.T) {
 			func(l *dlock.Lease) error { return l.Unlock(ctx) }},
 	}
 	for _, r := range rounds {
-		crashed, err := crashedSet.TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		crashed := mustTake(t, ctx, crashedSet.TryAcquire)
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		l, err := r.acquire(wctx)
@@ -513,10 +495,7 @@ func TestSetExpiryWakes(t *testing.T) {
 }
 
 func TestSetMembers(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("listed", dlock.WithTTL(time.Minute), dlock.WithMetadata("job-1"))
 	if err := s.Add(ctx, "c", "a", "b"); err != nil {
 		t.Fatal(err)
@@ -685,10 +664,7 @@ func TestSetLostOnFlush(t *testing.T) {
 }
 
 func TestSetDo(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("do")
 	if err := s.Add(ctx, "only"); err != nil {
 		t.Fatal(err)
@@ -776,10 +752,7 @@ func TestSetBadInput(t *testing.T) {
 }
 
 func TestSetStatus(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("summary", dlock.WithTTL(time.Minute))
 	if err := s.Add(ctx, "a", "b", "c"); err != nil {
 		t.Fatal(err)
@@ -791,14 +764,8 @@ func TestSetStatus(t *testing.T) {
 	if st.Members != 3 || st.Free != 3 || st.Held || st.TTL != 0 || st.Fence != 0 {
 		t.Fatalf("status of a new set: %+v", st)
 	}
-	short, err := c.MutexSet("summary", dlock.WithTTL(20*time.Second)).TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := s.TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	short := mustTake(t, ctx, c.MutexSet("summary", dlock.WithTTL(20*time.Second)).TryAcquire)
+	long := mustTake(t, ctx, s.TryAcquire)
 	st, err = s.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -861,10 +828,7 @@ func TestSetRoundTrips(t *testing.T) {
 }
 
 func TestSetStallTimeout(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("stuck", dlock.WithTTL(time.Minute))
 	if err := s.Add(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -876,14 +840,9 @@ func TestSetStallTimeout(t *testing.T) {
 		"any":   func(s *dlock.MutexSet) error { _, err := s.Acquire(ctx); return err },
 		"named": func(s *dlock.MutexSet) error { _, err := s.AcquireMember(ctx, "a"); return err },
 	} {
-		start := time.Now()
-		err := acquire(c.MutexSet("stuck", dlock.WithStallTimeout(stall)))
-		if !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Errorf("%s: %v, want a stall ErrNotAcquired", name, err)
-		}
-		if d := time.Since(start); d < stall || d > stall+2*time.Second {
-			t.Errorf("%s: gave up after %v; stall timeout %v", name, d, stall)
-		}
+		givesUpOnStall(t, name, stall, func() error {
+			return acquire(c.MutexSet("stuck", dlock.WithStallTimeout(stall)))
+		})
 	}
 }
 
@@ -892,11 +851,8 @@ func TestSetStallTimeout(t *testing.T) {
 func TestSetRetriedAcquireIsIdempotent(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	rdb := srv.Client(t)
 	h := &hook{match: isTry, act: sentTwice(false)}
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	defer c.Close()
+	c, _ := hooked(t, srv, h)
 	ctx := t.Context()
 	s := c.MutexSet("retry", dlock.WithTTL(time.Minute))
 	if err := s.Add(ctx, "a", "b"); err != nil {
@@ -908,10 +864,7 @@ func TestSetRetriedAcquireIsIdempotent(t *testing.T) {
 	}
 	mustUnlock(t, warm)
 	h.armed.Store(true)
-	l, err := s.TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, s.TryAcquire)
 	defer l.Unlock(ctx)
 	if h.armed.Load() {
 		t.Fatal("the hook did not run the script twice")
@@ -927,10 +880,7 @@ func TestSetRetriedAcquireIsIdempotent(t *testing.T) {
 
 // TestSetRenewal: auto-renewal keeps a member many TTLs long.
 func TestSetRenewal(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	s := c.MutexSet("renew", dlock.WithTTL(time.Second))
 	if err := s.Add(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -991,10 +941,7 @@ func TestSetCluster(t *testing.T) {
 			if err := s.Add(ctx, "only"); err != nil {
 				t.Fatal(err)
 			}
-			h, err := s.TryAcquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := mustTake(t, ctx, s.TryAcquire)
 			handOff(t, ctx, h, s.Acquire, 50*time.Millisecond)
 		}
 	})

@@ -47,10 +47,7 @@ func TestRedlockTryLockUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := cnt.n.Load()
-	l, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.TryLock)
 	if n := cnt.n.Load() - before; n != 5 {
 		t.Errorf("TryLock sent %d commands, want 5 (one per node, in parallel)", n)
 	}
@@ -82,10 +79,7 @@ func TestRedlockTryLockUnlock(t *testing.T) {
 	if st, _ := m.Status(ctx); st.Held {
 		t.Errorf("held after Unlock: %+v", st)
 	}
-	l2, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2 := mustTake(t, ctx, m.TryLock)
 	defer l2.Unlock(ctx)
 	if l2.Fence() <= l.Fence() {
 		t.Errorf("fence %d after %d", l2.Fence(), l.Fence())
@@ -169,10 +163,7 @@ func TestRedlockPausedNode(t *testing.T) {
 		}
 	}
 	// A waiter subscribes on the live nodes and is woken by a release.
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, m.Lock)
 	got := make(chan time.Duration, 1)
 	go func() {
 		start := time.Now()
@@ -201,18 +192,8 @@ func TestRedlockWakesWaiter(t *testing.T) {
 	c, _, _ := newRedlock(t, 3)
 	ctx := t.Context()
 	m := c.Mutex("wake", dlock.WithTTL(30*time.Second))
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		l2, err := m.Lock(ctx)
-		if err == nil {
-			err = l2.Unlock(ctx)
-		}
-		got <- err
-	}()
+	l := mustTake(t, ctx, m.Lock)
+	got := takeAndRelease(ctx, m.Lock)
 	time.Sleep(300 * time.Millisecond)
 	released := time.Now()
 	if err := l.Unlock(ctx); err != nil {
@@ -235,10 +216,7 @@ func TestRedlockLostOnMajorityFlush(t *testing.T) {
 	t.Parallel()
 	c, srvs, _ := newRedlock(t, 5)
 	ctx := t.Context()
-	l, err := c.Mutex("flush", dlock.WithTTL(900*time.Millisecond)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustTake(t, ctx, c.Mutex("flush", dlock.WithTTL(900*time.Millisecond)).Lock)
 	for _, s := range srvs[:2] {
 		s.Client(t).FlushAll(ctx)
 	}

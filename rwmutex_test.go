@@ -249,10 +249,7 @@ func TestRWBasics(t *testing.T) {
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := rw.RLocker().TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustTake(t, ctx, rw.RLocker().TryLock)
 	if r.Fence() <= w.Fence() {
 		t.Errorf("reader's fence %d not above the writer's %d", r.Fence(), w.Fence())
 	}
@@ -264,10 +261,7 @@ func TestRWBasics(t *testing.T) {
 	}
 
 	// A reader that never expires: no expiry on its keys while it reads.
-	forever, err := c.RWMutex("doc", dlock.WithNoExpiry()).RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	forever := mustTake(t, ctx, c.RWMutex("doc", dlock.WithNoExpiry()).RLock)
 	if st, err := rw.Status(ctx); err != nil || len(st.Readers) != 1 || st.Readers[0].TTL != -1 {
 		t.Fatalf("status with a reader that never expires: %+v, %v", st, err)
 	}
@@ -586,10 +580,7 @@ func TestRWPreferReaders(t *testing.T) {
 // TestRWReaderExpiry: a reader that stops renewing loses its own share
 // when its TTL runs out; a live reader beside it keeps its share.
 func TestRWReaderExpiry(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	const ttl = 500 * time.Millisecond
 	dead, err := c.RWMutex("exp", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false), dlock.WithMetadata("dead")).RLock(ctx)
 	if err != nil {
@@ -667,10 +658,7 @@ func TestRWDeadWriterIntention(t *testing.T) {
 	c, _, _ := newClient(t, srv)
 	ctx := t.Context()
 	rw := c.RWMutex("dead-writer", dlock.WithTTL(30*time.Second))
-	r, err := rw.RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustTake(t, ctx, rw.RLock)
 	defer r.Unlock(ctx)
 
 	doomed := exec.Command(os.Args[0], "-test.run=^$")
@@ -715,10 +703,7 @@ func TestRWWriterGivesUp(t *testing.T) {
 	rc, _, _ := newClient(t, srv)
 	ctx := t.Context()
 	rw := c.RWMutex("gives-up", dlock.WithTTL(30*time.Second))
-	r, err := rw.RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustTake(t, ctx, rw.RLock)
 	defer r.Unlock(ctx)
 	wctx, cancel := context.WithCancel(ctx)
 	wrote := make(chan error, 1)
@@ -764,24 +749,14 @@ func TestRWWriterGivesUp(t *testing.T) {
 // TestRWStallTimeout: a writer behind a stuck reader gives up after the
 // stall timeout, and withdraws its intention.
 func TestRWStallTimeout(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	const stall = 300 * time.Millisecond
-	r, err := c.RWMutex("stuck", dlock.WithTTL(time.Minute)).RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustTake(t, ctx, c.RWMutex("stuck", dlock.WithTTL(time.Minute)).RLock)
 	defer r.Unlock(ctx)
-	start := time.Now()
-	_, err = c.RWMutex("stuck", dlock.WithStallTimeout(stall)).Lock(ctx)
-	if !errors.Is(err, dlock.ErrNotAcquired) || ctx.Err() != nil {
-		t.Fatalf("Lock = %v; want a stall ErrNotAcquired", err)
-	}
-	if d := time.Since(start); d < stall || d > stall+2*time.Second {
-		t.Errorf("gave up after %v; stall timeout %v", d, stall)
-	}
+	givesUpOnStall(t, "Lock", stall, func() error {
+		_, err := c.RWMutex("stuck", dlock.WithStallTimeout(stall)).Lock(ctx)
+		return err
+	})
 	r2, err := c.RWMutex("stuck").TryRLock(ctx)
 	if err != nil {
 		t.Fatalf("TryRLock after the writer gave up: %v", err)
@@ -800,10 +775,7 @@ func TestRWWakeups(t *testing.T) {
 	rw := c.RWMutex("wake", dlock.WithTTL(30*time.Second))
 
 	t.Run("writer release wakes readers", func(t *testing.T) {
-		w, err := rw.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := mustTake(t, ctx, rw.Lock)
 		const n = 6
 		clients := make([]*dlock.Client, 2)
 		counters := make([]*hook, 2)
@@ -853,21 +825,11 @@ func TestRWWakeups(t *testing.T) {
 		t.Run("last reader release wakes writer/"+mode.String(), func(t *testing.T) {
 			var rs []*dlock.Lease
 			for range 3 {
-				r, err := rw.RLock(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := mustTake(t, ctx, rw.RLock)
 				rs = append(rs, r)
 			}
 			wc, _, cnt := newClient(t, srv)
-			got := make(chan error, 1)
-			go func() {
-				w, err := wc.RWMutex("wake", dlock.WithRWMode(mode)).Lock(ctx)
-				if err == nil {
-					err = w.Unlock(ctx)
-				}
-				got <- err
-			}()
+			got := takeAndRelease(ctx, wc.RWMutex("wake", dlock.WithRWMode(mode)).Lock)
 			if mode == dlock.PreferWriters {
 				waitWriterWaiting(t, rw)
 			}
@@ -911,11 +873,8 @@ func TestRWLostOnFlush(t *testing.T) {
 	ctx := t.Context()
 	const ttl = 900 * time.Millisecond
 	rw := c.RWMutex("flush", dlock.WithTTL(ttl))
-	other, err := rw.RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = rw.RLocker().Do(ctx, flushInside(t, rdb, ttl))
+	other := mustTake(t, ctx, rw.RLock)
+	err := rw.RLocker().Do(ctx, flushInside(t, rdb, ttl))
 	if !errors.Is(err, dlock.ErrLost) {
 		t.Fatalf("Do = %v, want the unlock's ErrLost", err)
 	}
@@ -930,10 +889,7 @@ func TestRWLostOnFlush(t *testing.T) {
 }
 
 func TestRWBadInput(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
+	c, ctx := start(t)
 	cases := map[string]*dlock.RWMutex{
 		"empty name":      c.RWMutex(""),
 		"over-long name":  c.RWMutex(strings.Repeat("x", 4097)),
@@ -967,11 +923,8 @@ func TestRWBadInput(t *testing.T) {
 func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	rdb := srv.Client(t)
 	h := &hook{match: isTry, act: sentTwice(false)}
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	c, _ := hooked(t, srv, h)
 	ctx := t.Context()
 	rw := c.RWMutex("retried", dlock.WithTTL(5*time.Second))
 	for name, try := range map[string]func(context.Context) (*dlock.Lease, error){"TryLock": rw.TryLock, "TryRLock": rw.TryRLock} {

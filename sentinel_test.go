@@ -59,10 +59,7 @@ func TestSentinelFailover(t *testing.T) {
 			defer cancel()
 
 			const ttl = 3 * time.Second
-			holder, err := holderLocks.Mutex("held", dlock.WithTTL(ttl)).Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder := mustTake(t, ctx, holderLocks.Mutex("held", dlock.WithTTL(ttl)).Lock)
 			type got struct {
 				at  time.Time
 				err error
@@ -139,7 +136,7 @@ func TestSentinelFailover(t *testing.T) {
 				}
 			}
 			released := time.Now()
-			err = unlockAcross(holder)
+			err := unlockAcross(holder)
 			if outcome == "held" && err != nil {
 				t.Fatalf("unlock of a held lease: %v", err)
 			}

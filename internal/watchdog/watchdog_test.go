@@ -56,6 +56,12 @@ func (r *recorder) renewCalled(ctx context.Context, ttl time.Duration) int {
 	return len(r.calls)
 }
 
+// renews records a Renew call that succeeds.
+func (r *recorder) renews(ctx context.Context, ttl time.Duration) error {
+	r.renewCalled(ctx, ttl)
+	return nil
+}
+
 func (r *recorder) onLost() {
 	r.mu.Lock()
 	r.losses = append(r.losses, time.Now())
@@ -141,10 +147,7 @@ func TestRenewsEveryThirdOfTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
-		r.renewCalled(ctx, ttl)
-		return nil
-	})
+	w := r.watch(start, ttl, true, r.renews)
 	time.Sleep(time.Second)
 	stopWithin(t, w, time.Second)
 	elapsed := time.Since(start)
@@ -354,10 +357,7 @@ func TestRefreshPushesDeadline(t *testing.T) {
 	const ttl = 400 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := r.watch(start, ttl, false, func(ctx context.Context, ttl time.Duration) error {
-		r.renewCalled(ctx, ttl)
-		return nil
-	})
+	w := r.watch(start, ttl, false, r.renews)
 	defer stopWithin(t, w, time.Second)
 	time.Sleep(ttl / 2)
 	before := time.Now()
@@ -392,10 +392,7 @@ func TestRefreshChangesTTLOfLaterRenewals(t *testing.T) {
 	const ttl, newTTL = 300 * time.Millisecond, 900 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := r.watch(start, ttl, true, func(ctx context.Context, ttl time.Duration) error {
-		r.renewCalled(ctx, ttl)
-		return nil
-	})
+	w := r.watch(start, ttl, true, r.renews)
 	time.Sleep(50 * time.Millisecond) // before the first automatic renewal, at 100ms
 	if err := result(t, refreshAsync(w, context.Background(), newTTL), time.Second); err != nil {
 		t.Fatalf("Refresh: %v", err)
@@ -430,10 +427,7 @@ func TestShorterRefreshMovesDeadlineEarlier(t *testing.T) {
 	const ttl, shorter = time.Second, 200 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := r.watch(start, ttl, false, func(ctx context.Context, ttl time.Duration) error {
-		r.renewCalled(ctx, ttl)
-		return nil
-	})
+	w := r.watch(start, ttl, false, r.renews)
 	defer stopWithin(t, w, time.Second)
 	if err := result(t, refreshAsync(w, context.Background(), shorter), time.Second); err != nil {
 		t.Fatalf("Refresh: %v", err)
