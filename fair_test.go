@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-dlock/dlock"
-	"github.com/go-dlock/dlock/internal/redistest"
 )
 
 // waitQueued waits until the fair mutex's status lists n waiters.
@@ -34,9 +33,7 @@ func waitQueued(t *testing.T, f *dlock.FairMutex, n int) {
 }
 
 func TestFairOrder(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	ctx := t.Context()
+	srv, ctx := serve(t)
 	holderC, _, _ := newClient(t, srv)
 	f := holderC.FairMutex("line", dlock.WithTTL(30*time.Second))
 	h := mustTake(t, ctx, f.Lock)
@@ -116,10 +113,8 @@ func TestFairTryLockDoesNotJumpQueue(t *testing.T) {
 // the live waiter gets the lock within the waiter liveness timeout (3s),
 // not the lock TTL.
 func TestFairDeadWaitersAhead(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	f := c.FairMutex("dead-ahead", dlock.WithTTL(30*time.Second))
 	h := mustTake(t, ctx, f.Lock)
 
@@ -180,10 +175,8 @@ func TestFairDeadWaitersAhead(t *testing.T) {
 }
 
 func TestFairStatusAndLoss(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	f := c.FairMutex("fs", dlock.WithTTL(time.Second), dlock.WithMetadata("boss"))
 	err := f.Do(ctx, func(ctx context.Context) error {
 		st, err := f.Status(ctx)
@@ -212,10 +205,8 @@ func TestFairStatusAndLoss(t *testing.T) {
 // TestFairRoundTripsBounded: 64 waiters on one lock; the commands sent per
 // acquisition stay small, since each release wakes one waiter.
 func TestFairRoundTripsBounded(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)
-	ctx := t.Context()
 	f := c.FairMutex("many", dlock.WithTTL(30*time.Second))
 	h := mustTake(t, ctx, f.Lock)
 	const n = 64

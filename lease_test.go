@@ -168,10 +168,8 @@ func flushInside(t *testing.T, rdb *redis.Client, ttl time.Duration) func(ctx co
 // TestLostOnFlush: the holder's keys vanish; Lost() closes and Do's
 // context is cancelled with cause ErrLost, within the TTL.
 func TestLostOnFlush(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	const ttl = 900 * time.Millisecond
 	err := c.Mutex("flush", dlock.WithTTL(ttl)).Do(ctx, flushInside(t, rdb, ttl))
 	if !errors.Is(err, dlock.ErrLost) {
@@ -183,10 +181,8 @@ func TestLostOnFlush(t *testing.T) {
 // close before the lease could have expired on the server: at most TTL
 // after the pause, since the last successful renewal came before it.
 func TestLostWhenRedisPauses(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	const ttl = 1200 * time.Millisecond
 	l := mustTake(t, ctx, c.Mutex("pause", dlock.WithTTL(ttl)).Lock)
 	time.Sleep(ttl / 2) // let a renewal happen first
@@ -229,10 +225,8 @@ func TestRenewalKeepsLease(t *testing.T) {
 }
 
 func TestManualRefresh(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	m := c.Mutex("manual", dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
 	l := mustTake(t, ctx, m.Lock)
 	for range 4 {

@@ -124,13 +124,21 @@ func within(t *testing.T, got <-chan error, d time.Duration, msg string) {
 	}
 }
 
+// serve runs t in parallel with the others and gives it a Redis server of
+// its own, and t's context.
+func serve(t *testing.T) (*redistest.Server, context.Context) {
+	t.Helper()
+	t.Parallel()
+	return redistest.Start(t), t.Context()
+}
+
 // start runs t in parallel with the others and gives it a Client on a
 // Redis server of its own, and t's context.
 func start(t *testing.T, opts ...dlock.Option) (*dlock.Client, context.Context) {
 	t.Helper()
-	t.Parallel()
-	c, _, _ := newClient(t, redistest.Start(t), opts...)
-	return c, t.Context()
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv, opts...)
+	return c, ctx
 }
 
 // mustTake gives the lease acquire takes, or fails t at once.

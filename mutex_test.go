@@ -72,10 +72,8 @@ func TestMutexNamesAnyBytes(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	cases := map[string]*dlock.Mutex{
 		"empty name":       c.Mutex(""),
 		"over-long name":   c.Mutex(strings.Repeat("x", keys.MaxName+1)),
@@ -141,10 +139,8 @@ func TestMutexStatus(t *testing.T) {
 // TestFenceSurvivesExpiry checks fences rise even when every key of the
 // lock is gone, and that no key outlives its use.
 func TestFenceSurvivesExpiry(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	m := c.Mutex("fenced")
 	var last uint64
 	for i := range 20 {
@@ -177,10 +173,8 @@ func TestFenceSurvivesExpiry(t *testing.T) {
 }
 
 func TestRoundTrips(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)
-	ctx := t.Context()
 	m := c.Mutex("rt")
 	// Warm up: the first run of each script pays a NOSCRIPT fallback.
 	l := mustTake(t, ctx, m.TryLock)
@@ -199,11 +193,9 @@ func TestRoundTrips(t *testing.T) {
 // TestWaiterDoesNotPoll holds a lock for a long time and counts the
 // commands a blocked waiter sends: a poller would send dozens.
 func TestWaiterDoesNotPoll(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	holderC, _, _ := newClient(t, srv)
 	waiterC, _, cnt := newClient(t, srv)
-	ctx := t.Context()
 	h := mustTake(t, ctx, holderC.Mutex("busy", dlock.WithTTL(time.Minute)).Lock)
 	got := takeAndRelease(ctx, waiterC.Mutex("busy").Lock)
 	time.Sleep(1500 * time.Millisecond)
@@ -247,11 +239,9 @@ func TestReleaseWakesWaiter(t *testing.T) {
 // connection while a waiter waits; the release after it must still wake
 // the waiter long before the holder's 30s lease would run out.
 func TestWaiterSurvivesSubscriptionLoss(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	holderC, admin, _ := newClient(t, srv)
 	waiterC, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	h := mustTake(t, ctx, holderC.Mutex("resub", dlock.WithTTL(30*time.Second)).Lock)
 	got := takeAndRelease(ctx, waiterC.Mutex("resub").Lock)
 	time.Sleep(300 * time.Millisecond)
@@ -293,10 +283,8 @@ func TestCrashedHolder(t *testing.T) {
 }
 
 func TestStallTimeout(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	const stall = 300 * time.Millisecond
 
 	t.Run("stuck holder", func(t *testing.T) {
@@ -383,10 +371,8 @@ func TestClosedClient(t *testing.T) {
 }
 
 func TestNoExpiry(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	m := c.Mutex("forever", dlock.WithNoExpiry())
 	l := mustTake(t, ctx, m.Lock)
 	st, err := m.Status(ctx)

@@ -93,9 +93,7 @@ func checkSetUse(t *testing.T, u *setUse, members []string) {
 }
 
 func TestSetExclusion(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	ctx := t.Context()
+	srv, ctx := serve(t)
 	members := []string{"dev-a", "dev-b", "dev-c"}
 	admin, _, _ := newClient(t, srv)
 	if err := admin.MutexSet("devices").Add(ctx, members...); err != nil {
@@ -371,11 +369,9 @@ func TestSetEmpty(t *testing.T) {
 // for any member share a client; the release of the member the first does
 // not want must still reach the second.
 func TestSetReleaseWakes(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	holderC, _, _ := newClient(t, srv)
 	waiterC, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	hs := holderC.MutexSet("wake", dlock.WithTTL(30*time.Second))
 	if err := hs.Add(ctx, "x", "y"); err != nil {
 		t.Fatal(err)
@@ -547,10 +543,8 @@ func TestSetMembers(t *testing.T) {
 }
 
 func TestSetRemove(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	s := c.MutexSet("shrink", dlock.WithTTL(time.Minute))
 	if err := s.Add(ctx, "a", "b", "c"); err != nil {
 		t.Fatal(err)
@@ -641,10 +635,8 @@ func TestSetRemove(t *testing.T) {
 // TestSetLostOnFlush: the set vanishes under a holder; Do's context is
 // cancelled with cause ErrLost, within the TTL.
 func TestSetLostOnFlush(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	const ttl = 900 * time.Millisecond
 	s := c.MutexSet("flush", dlock.WithTTL(ttl))
 	if err := s.Add(ctx, "m1", "m2"); err != nil {
@@ -687,10 +679,8 @@ func TestSetDo(t *testing.T) {
 }
 
 func TestSetBadInput(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	long := strings.Repeat("x", keys.MaxName+1)
 	for name, s := range map[string]*dlock.MutexSet{
 		"empty name":     c.MutexSet(""),
@@ -798,10 +788,8 @@ func TestSetStatus(t *testing.T) {
 }
 
 func TestSetRoundTrips(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)
-	ctx := t.Context()
 	s := c.MutexSet("rt")
 	if err := s.Add(ctx, "a", "b"); err != nil {
 		t.Fatal(err)

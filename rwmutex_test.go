@@ -179,10 +179,8 @@ func checkRWFences(t *testing.T, events []rwEvent) (reads, writes int) {
 }
 
 func TestRWBasics(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	rw := c.RWMutex("doc", dlock.WithTTL(time.Minute))
 
 	// Four readers hold it at once.
@@ -288,10 +286,8 @@ func TestRWBasics(t *testing.T) {
 }
 
 func TestRWRoundTrips(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)
-	ctx := t.Context()
 	rw := c.RWMutex("rt")
 	for name, try := range map[string]func(context.Context) (*dlock.Lease, error){"TryRLock": rw.TryRLock, "TryLock": rw.TryLock} {
 		// The first run of each script pays a NOSCRIPT fallback.
@@ -653,10 +649,8 @@ func waitWriterWaiting(t *testing.T, rw *dlock.RWMutex) {
 // TestRWDeadWriterIntention: a writer process waiting behind a reader is
 // SIGKILLed; its intention stops new readers only until it lapses (3s).
 func TestRWDeadWriterIntention(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	rw := c.RWMutex("dead-writer", dlock.WithTTL(30*time.Second))
 	r := mustTake(t, ctx, rw.RLock)
 	defer r.Unlock(ctx)
@@ -697,11 +691,9 @@ func TestRWDeadWriterIntention(t *testing.T) {
 // reader; when the writer's ctx ends, it withdraws its intention and the
 // reader gets in at once, not when the intention would have lapsed.
 func TestRWWriterGivesUp(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
 	rc, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	rw := c.RWMutex("gives-up", dlock.WithTTL(30*time.Second))
 	r := mustTake(t, ctx, rw.RLock)
 	defer r.Unlock(ctx)
@@ -768,10 +760,8 @@ func TestRWStallTimeout(t *testing.T) {
 // reader's release wakes a waiting writer; both long before the 30s
 // leases would run out, and waiting costs few commands.
 func TestRWWakeups(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
-	ctx := t.Context()
 	rw := c.RWMutex("wake", dlock.WithTTL(30*time.Second))
 
 	t.Run("writer release wakes readers", func(t *testing.T) {
@@ -867,10 +857,8 @@ func TestRWWakeups(t *testing.T) {
 // TestRWLostOnFlush: a reader's keys vanish; Lost() closes and the read
 // side's Do cancels its context with cause ErrLost, within the TTL.
 func TestRWLostOnFlush(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
+	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
-	ctx := t.Context()
 	const ttl = 900 * time.Millisecond
 	rw := c.RWMutex("flush", dlock.WithTTL(ttl))
 	other := mustTake(t, ctx, rw.RLock)

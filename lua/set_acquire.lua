@@ -2,7 +2,7 @@
 -- when none is named the least recently used one (never-used first).
 -- Costs O(log n) in the set's size, plus O(k) for the k (at most 100)
 -- expired leases it frees on the way.
--- KEYS     the MutexSet layout described in lib.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Members

@@ -2,7 +2,7 @@
 -- used, so it is the first any-member acquire takes. A member already in
 -- the set keeps its state (a held one stays held, a free one keeps its
 -- place in the LRU order); one removed while held stays in the set.
--- KEYS     the MutexSet layout described in lib.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
 -- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[2]  the set's channel (waiters for any member)
 -- ARGV[3…] the members

@@ -2,7 +2,7 @@
 -- The member goes back to the free ones as the most recently used (or
 -- leaves the set if it was removed while held), and one waiter per client
 -- is woken on the set's channel and on the member's.
--- KEYS     the MutexSet layout described in lib.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  the member
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster

@@ -1,6 +1,6 @@
 -- set_status.lua: summarise a mutex set without changing it. O(log n),
 -- plus O(r) for the r members removed while held.
--- KEYS     the MutexSet layout described in lib.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
 -- ARGV     none
 -- Returns  {members, members held now, ms until the next lease runs out
 --           (-1: every held lease never expires; -2: none held),
