@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,16 +21,16 @@ import (
 // Unlock, two round trips.
 func BenchmarkMutexTryLockUnlock(b *testing.B) {
 	srv := redistest.Start(b)
-	c, _, cnt := newClient(b, srv)
+	c, rdb, cnt := newClient(b, srv)
 	b.Run("ctx=background", func(b *testing.B) {
-		benchTryLockUnlock(b, context.Background(), c.Mutex("bench"), cnt)
+		benchTryLockUnlock(b, context.Background(), c.Mutex("bench"), rdb, cnt)
 	})
 	// A ctx that can end costs a goroutine per call, which keeps the call
 	// within the ctx deadline whatever go-redis' options.
 	b.Run("ctx=cancellable", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+		benchTryLockUnlock(b, ctx, c.Mutex("bench"), rdb, cnt)
 	})
 	// Unless go-redis honours the deadline itself.
 	b.Run("ctx=deadline,ContextTimeoutEnabled", func(b *testing.B) {
@@ -39,31 +41,100 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+		benchTryLockUnlock(b, ctx, c.Mutex("bench"), rdb, cnt)
 	})
 }
 
-// benchTryLockUnlock times TryLock+Unlock pairs on m, after one to warm up
-// (scripts loaded, connections open), and reports the commands per pair.
-func benchTryLockUnlock(b *testing.B, ctx context.Context, m dlock.Locker, cnt *hook) {
-	warm, err := m.TryLock(ctx)
-	if err != nil {
+// BenchmarkUncontended is one TryLock+Unlock pair of each primitive on
+// one idle Redis, beside the bare protocol (SET NX PX, then a
+// compare-and-delete script): redis-µs/op is what Redis spent on the pair.
+func BenchmarkUncontended(b *testing.B) {
+	srv := redistest.Start(b)
+	c, rdb, cnt := newClient(b, srv)
+	ctx := context.Background()
+	set := c.MutexSet("bench-set")
+	if err := set.Add(ctx, "m"); err != nil {
 		b.Fatal(err)
 	}
-	warm.Unlock(ctx)
-	before := cnt.Load()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
+	for _, p := range []struct {
+		name string
+		l    dlock.Locker
+	}{
+		{"Mutex", c.Mutex("bench")},
+		{"FairMutex", c.FairMutex("bench")},
+		{"RWMutex-write", c.RWMutex("bench")},
+		{"RWMutex-read", c.RWMutex("bench").RLocker()},
+		{"MutexSet", setLocker{set}},
+		{"floor", floorLocker{rdb}},
+	} {
+		b.Run(p.name, func(b *testing.B) { benchTryLockUnlock(b, ctx, p.l, rdb, cnt) })
+	}
+}
+
+// setLocker takes any member of a MutexSet.
+type setLocker struct{ s *dlock.MutexSet }
+
+func (s setLocker) TryLock(ctx context.Context) (*dlock.Lease, error) { return s.s.TryAcquire(ctx) }
+func (s setLocker) Lock(ctx context.Context) (*dlock.Lease, error)    { return s.s.Acquire(ctx) }
+func (s setLocker) Do(ctx context.Context, fn func(context.Context) error) error {
+	return s.s.Do(ctx, func(ctx context.Context, _ string) error { return fn(ctx) })
+}
+
+// floorLocker is the bare protocol in dlock.Locker's shape; its lease is
+// nil, and its unlock runs from unlocking below.
+type floorLocker struct{ rdb *redis.Client }
+
+var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func (f floorLocker) TryLock(ctx context.Context) (*dlock.Lease, error) {
+	ok, err := f.rdb.SetNX(ctx, "floor", "token-of-twenty-two-ch", 10*time.Second).Result()
+	if err == nil && !ok {
+		err = dlock.ErrNotAcquired
+	}
+	return nil, err
+}
+func (f floorLocker) Lock(ctx context.Context) (*dlock.Lease, error) { return f.TryLock(ctx) }
+func (f floorLocker) Do(context.Context, func(context.Context) error) error {
+	return dlock.ErrUnsupported
+}
+func (f floorLocker) unlock(ctx context.Context) error {
+	return floorRelease.Run(ctx, f.rdb, []string{"floor"}, "token-of-twenty-two-ch").Err()
+}
+
+// benchTryLockUnlock times TryLock+Unlock pairs on m, after one to warm up
+// (scripts loaded, connections open), and reports the commands per pair
+// and the time Redis spent on them, when rdb is its one server.
+func benchTryLockUnlock(b *testing.B, ctx context.Context, m dlock.Locker, rdb *redis.Client, cnt *hook) {
+	pair := func() {
 		l, err := m.TryLock(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := l.Unlock(ctx); err != nil {
+		if f, ok := m.(floorLocker); ok {
+			err = f.unlock(ctx)
+		} else {
+			err = l.Unlock(ctx)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
+	pair()
+	var usec int64
+	if rdb != nil {
+		usec = commandMicros(b, rdb)
+	}
+	before := cnt.Load()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		pair()
+	}
+	b.StopTimer()
 	b.ReportMetric(float64(cnt.Load()-before)/float64(b.N), "rt/op")
+	if rdb != nil { // nil: a Redlock's several servers
+		b.ReportMetric(float64(commandMicros(b, rdb)-usec)/float64(b.N), "redis-µs/op")
+	}
 }
 
 // BenchmarkMutexHandoff measures how fast a release reaches a blocked
@@ -303,7 +374,34 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			c, _, cnt := newRedlock(b, nodes)
 			ctx := context.Background()
-			benchTryLockUnlock(b, ctx, c.Mutex("bench"), cnt)
+			benchTryLockUnlock(b, ctx, c.Mutex("bench"), nil, cnt)
 		})
 	}
+}
+
+// commandMicros returns the microseconds Redis has spent running the
+// commands the benchmarks send: EVALSHA, and SET for the floor. The
+// commands that scripts run are inside their script's time.
+func commandMicros(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for line := range strings.Lines(info) {
+		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name != "cmdstat_evalsha" && name != "cmdstat_set" {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += n
+			}
+		}
+	}
+	return total
 }

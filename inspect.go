@@ -152,9 +152,9 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 		}
 		p := c.kindOf(kind(st.Kind), name)
 		ks, chans := p.holderKeys()
-		// Remove the holder seen, not one that came since: an owner hash
+		// Remove the holder seen, not one that came since: an owner key
 		// must still hold the fence looked at. (An RWMutex held by
-		// readers alone has no owner hash; its readers all go.)
+		// readers alone has no owner key; its readers all go.)
 		expect := ""
 		if !st.Since.IsZero() {
 			expect = strconv.FormatUint(st.Fence, 10)

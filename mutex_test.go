@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -314,7 +315,8 @@ func TestStallTimeout(t *testing.T) {
 					return
 				case <-time.After(100 * time.Millisecond):
 				}
-				if err := rdb.HSet(context.Background(), key, "tok", "other", "fence", 1000+i).Err(); err != nil {
+				holder := fmt.Sprintf("other %d 0  ", 1000+i) // lua/lib/owner.lua
+				if err := rdb.SetArgs(context.Background(), key, holder, redis.SetArgs{KeepTTL: true}).Err(); err != nil {
 					churned <- err
 					return
 				}

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/keys"
@@ -961,7 +958,7 @@ func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
 			if err := warm.Unlock(ctx); err != nil {
 				b.Fatal(err)
 			}
-			usec := scriptMicros(b, rdb)
+			usec := commandMicros(b, rdb)
 			before := cnt.Load()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -976,32 +973,7 @@ func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(cnt.Load()-before)/float64(b.N), "rt/op")
-			b.ReportMetric(float64(scriptMicros(b, rdb)-usec)/float64(b.N), "redis-µs/op")
+			b.ReportMetric(float64(commandMicros(b, rdb)-usec)/float64(b.N), "redis-µs/op")
 		})
 	}
-}
-
-// scriptMicros returns the microseconds Redis has spent running EVALSHA.
-func scriptMicros(b *testing.B, rdb *redis.Client) int64 {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for field := range strings.SplitSeq(stats, ",") {
-			if v, ok := strings.CutPrefix(field, "usec="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return n
-			}
-		}
-	}
-	b.Fatal("no cmdstat_evalsha in INFO commandstats")
-	return 0
 }

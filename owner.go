@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// owner is the hash that records who holds an exclusive lock (Mutex,
-// FairMutex): {tok, fence, meta, since}, expiring with the lease. It
-// carries the lease operations the two share.
+// owner is the key that records who holds an exclusive lock (Mutex,
+// FairMutex): one string "<tok> <fence> <since ms> <id> <meta>" expiring
+// with the lease (lua/lib/owner.lua). It carries the lease operations the
+// two share.
 type owner struct {
 	rdb redis.UniversalClient
 	key string
@@ -24,11 +26,12 @@ func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool
 func (o owner) client() redis.UniversalClient { return o.rdb }
 
 func (o owner) held(ctx context.Context, tok string) (bool, error) {
-	v, err := o.rdb.HGet(ctx, o.key, "tok").Result()
+	v, err := o.rdb.Get(ctx, o.key).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
-	return v == tok, err
+	holder, _, _ := strings.Cut(v, " ")
+	return holder == tok, err
 }
 
 // ownerStatus reads the first five fields of a status script's reply:

@@ -20,7 +20,7 @@ const (
 // starvation threshold.
 const mutexStarve = time.Millisecond
 
-// queued is what Mutex and FairMutex share: the holder in an owner hash,
+// queued is what Mutex and FairMutex share: the holder in an owner key,
 // the waiters in a queue in Redis, ordered by Redis, and a release that
 // wakes the first live waiter and only it (one message, one try, however
 // many wait, on however many clients). They differ in starve only.

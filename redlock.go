@@ -229,11 +229,11 @@ func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64,
 	r.release(ctx, tok, fence, asked)
 }
 
-// shareKeys are the KEYS of the redlock scripts: the owner hash and the
+// shareKeys are the KEYS of the redlock scripts: the owner key and the
 // last fence, the first two of the Mutex's keys (the rest serve Status).
 func (r *redlockMutex) shareKeys() []string { return r.kl[:2] }
 
-// owner is the lock's owner hash on node n.
+// owner is the lock's owner key on node n.
 func (r *redlockMutex) owner(n *node) owner { return owner{rdb: n.rdb, key: r.keys.Key()} }
 
 // everyNode marks every node of the client.

@@ -116,9 +116,12 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int, want map[int]b
 
 	if want[1] {
 		b.log("1 uncontended TryLock+Unlock (interleaved rounds)")
-		diag, ping := dlockMutexNoExpiry(), pingPeer()
-		r.Settings[diag.name], r.Settings[ping.name] = diag.settings, ping.settings
-		subjects := append(slices.Insert(slices.Clone(ps), 1, diag), ping)
+		diag, read, ping := dlockMutexNoExpiry(), dlockRWRead(), pingPeer()
+		for _, p := range []peer{diag, read, ping} {
+			r.Settings[p.name] = p.settings
+		}
+		subjects := slices.Insert(slices.Clone(ps), 1, diag)
+		subjects = append(slices.Insert(subjects, 4, read), ping)
 		if r.Uncontended, err = b.uncontended(subjects); err != nil {
 			return nil, err
 		}

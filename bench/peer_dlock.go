@@ -77,6 +77,16 @@ func dlockRW() peer {
 		})
 }
 
+// dlockRWRead is scenario 1's read side of an RWMutex: its scripts are
+// not the write side's, so their cost is measured too.
+func dlockRWRead() peer {
+	return dlockPeer("dlock RWMutex (read)", "read side, PreferWriters (default)",
+		func(c *dlock.Client, key string) (locker, error) {
+			m := c.RWMutex(key)
+			return dlockLock{m.RLock, m.TryRLock}, nil
+		})
+}
+
 // setMember is the one member of every MutexSet in the benchmark.
 const setMember = "m"
 

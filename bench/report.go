@@ -86,6 +86,26 @@ func targets(r *report) []target {
 		add(ratio <= 1.10, "uncontended Mutex TryLock+Unlock p50 ≤ 1.10 × floor",
 			"%.1f µs vs floor %.1f µs: %.3f× (%+.1f%%)", mutex.P50, floor.P50, ratio, (ratio-1)*100)
 	}
+	// Uncontended Redis time against redislock's: 1.5× for the Mutex, 2×
+	// for the other primitives (issue 13).
+	byPeer := map[string]uncontendedRow{}
+	for _, u := range r.Uncontended {
+		if u.Call == "TryLock" {
+			byPeer[u.Peer] = u
+		}
+	}
+	if rl := byPeer["redislock"]; rl.RedisUS > 0 {
+		for _, name := range []string{"dlock Mutex", "dlock FairMutex", "dlock RWMutex (write)", "dlock RWMutex (read)", "dlock MutexSet"} {
+			limit := 2.0
+			if name == "dlock Mutex" {
+				limit = 1.5
+			}
+			u := byPeer[name]
+			ratio := u.RedisUS / rl.RedisUS
+			add(ratio <= limit, fmt.Sprintf("uncontended Redis µs/pair ≤ %.1f × redislock's: %s", limit, name),
+				"%.1f µs vs %.1f µs: %.2f×", u.RedisUS, rl.RedisUS, ratio)
+		}
+	}
 	// Contention rows, grouped by configuration.
 	type config struct {
 		scenario string

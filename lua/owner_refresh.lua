@@ -1,5 +1,5 @@
 -- owner_refresh.lua: extend the lease if the token still holds the lock.
--- KEYS[1]  the lock's owner hash {tok, fence, meta, since} (Mutex, FairMutex)
+-- KEYS[1]  the lock's owner key (Mutex, FairMutex; see lib/owner.lua)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  new TTL in milliseconds
 -- Returns  1 when extended; 0 when the token did not hold it (nothing changes).

@@ -4,7 +4,7 @@
 -- waited starve_us, so a newcomer may barge in as with sync.Mutex.
 -- Otherwise (when asked) queue the caller, or renew its place. Waiting
 -- order is arrival order at Redis; dead waiters are pruned.
--- KEYS[1]  the owner hash {tok, fence, meta, since}, expiring with the lease
+-- KEYS[1]  the owner key (see lib/owner.lua), expiring with the lease
 -- KEYS[2]  the last fence
 -- KEYS[3]  the queue: zset token -> arrival order (strictly rising)
 -- KEYS[4]  liveness: zset token -> deadline (server ms)
@@ -21,28 +21,39 @@
 --          then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (0 when free but another waiter is first)}.
-local tok = ARGV[1]
+local tok, ttl = ARGV[1], tonumber(ARGV[2])
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 local now = now_us()
-local now_ms = math.floor(now / 1000)
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
-local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence')
-local again = retried(KEYS[1], holder, tok, tonumber(ARGV[2]))
+local holder
+if not head then
+  -- The common case, nobody waiting: one SET NX takes a free lock.
+  local fence
+  fence, holder = take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
+  if fence then
+    return {1, fence}
+  end
+else
+  holder = owner_of(redis.call('GET', KEYS[1]))
+end
+local again = retried(KEYS[1], holder, tok, ttl)
 if again then
   return {1, again}
 end
-local held = holder[2]
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+local now_ms = math.floor(now / 1000)
+if head and prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms) > 0 then
+  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+end
 local barge = false
-if not held and head and head ~= tok then
+if not holder and head and head ~= tok then
   local starve = tonumber(ARGV[6])
   barge = starve > 0 and now - tonumber(redis.call('ZSCORE', KEYS[3], head)) < starve
 end
-if not held and (head == nil or head == tok or barge) then
+if not holder and (head == nil or head == tok or barge) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
     drop_waiters(KEYS[3], KEYS[4], KEYS[5], {tok})
   end
-  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], tonumber(ARGV[2]), now)}
+  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)}
 end
 local live = tonumber(ARGV[5])
 if ARGV[4] == '1' then
@@ -64,8 +75,8 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[4], 2 * live)
   redis.call('PEXPIRE', KEYS[5], 2 * live)
 end
-if held then
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(held)}
+if holder then
+  return {0, redis.call('PTTL', KEYS[1]), holder.fence}
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
 -- its liveness deadline.

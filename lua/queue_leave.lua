@@ -2,7 +2,7 @@
 -- once, and if a try of its own took the lock though its reply was lost
 -- (the caller saw an error and will never unlock), release that too. If
 -- the lock is then free, wake the waiter now first.
--- KEYS[1]  the owner hash
+-- KEYS[1]  the owner key
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata (KEYS[2] unused)
 -- ARGV[1]  token of the caller
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster

@@ -1,6 +1,6 @@
 -- queue_status.lua: describe an exclusive lock with a queue of waiters
 -- (FairMutex, Mutex) without changing it.
--- KEYS[1]  the owner hash
+-- KEYS[1]  the owner key
 -- KEYS[2]  the last fence
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata
 -- ARGV     none

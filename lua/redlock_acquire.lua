@@ -1,7 +1,7 @@
 -- redlock_acquire.lua: one node's vote in a Redlock acquisition: take the
 -- lock on this node if no lease holds it here. The lease is the holder's
 -- only if a majority of nodes vote for it (see redlock.go).
--- KEYS[1]  the owner hash {tok, fence, meta, since, id}, expiring with the lease
+-- KEYS[1]  the owner key (see lib/owner.lua), expiring with the lease
 -- KEYS[2]  this node's last fence
 -- ARGV[1]  token
 -- ARGV[2]  lease TTL in ms (> 0)
@@ -13,14 +13,12 @@
 --          its expiry is then set anew, so the vote counts from this try);
 --          {0, ms the holder's lease has left here, holder's fence here,
 --           holder's id}.
-local holder = redis.call('HMGET', KEYS[1], 'tok', 'fence', 'id')
+local fence, holder = take_owner(KEYS[1], KEYS[2], ARGV[1], ARGV[3], tonumber(ARGV[2]), now_us(), ARGV[4])
+if fence then
+  return {1, fence}
+end
 local again = retried(KEYS[1], holder, ARGV[1], tonumber(ARGV[2]))
 if again then
   return {1, again}
 end
-if holder[1] then
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(holder[2]), holder[3] or ''}
-end
-local fence = take_owner(KEYS[1], KEYS[2], ARGV[1], ARGV[3], tonumber(ARGV[2]), now_us())
-redis.call('HSET', KEYS[1], 'id', ARGV[4])
-return {1, fence}
+return {0, redis.call('PTTL', KEYS[1]), holder.fence, holder.id}

@@ -1,7 +1,7 @@
 -- redlock_release.lua: release one node's share of a Redlock lease if the
 -- token holds it here, raise the node's last fence to the lease's fence,
 -- and wake one waiter of each client listening on this node.
--- KEYS[1]  the owner hash
+-- KEYS[1]  the owner key
 -- KEYS[2]  this node's last fence
 -- ARGV[1]  token of the lease
 -- ARGV[2]  the lease's fence (the highest of its nodes'): once raised to

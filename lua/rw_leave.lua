@@ -4,7 +4,7 @@
 -- on a release, every reader and one writer per client, as rw_unlock does;
 -- when the last intention goes and no writer holds the lock, the readers
 -- it stopped (otherwise they would sleep until its deadline).
--- KEYS[1]  the writer hash
+-- KEYS[1]  the writer's owner key
 -- KEYS[6]  intentions: zset writer token -> deadline (server ms)
 --          (KEYS[2..5] unused)
 -- ARGV[1]  token of the writer

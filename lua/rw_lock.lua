@@ -1,7 +1,7 @@
 -- rw_lock.lua: take the write side of an RWMutex if no writer and no live
 -- reader holds it. Otherwise, when asked, register or renew the caller's
 -- intention to write: while it lives, PreferWriters readers wait.
--- KEYS[1]  the writer: hash {tok, fence, meta, since}, expiring with the lease
+-- KEYS[1]  the writer: the owner key (see lib/owner.lua), expiring with the lease
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers: zset token -> fence
 -- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
@@ -16,28 +16,39 @@
 --          then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence, else the oldest reader's}.
-local tok = ARGV[1]
+local tok, ttl, live = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 local now = now_us()
 local now_ms = math.floor(now / 1000)
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
-local w = redis.call('HMGET', KEYS[1], 'tok', 'fence')
-local again = retried(KEYS[1], w, tok, tonumber(ARGV[2]))
+if oldest[1] and prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms) > 0 then
+  oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+end
+local w
+if not oldest[1] then
+  -- No reader: one SET NX takes the write side if no writer has it.
+  local fence
+  fence, w = take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
+  if fence then
+    if live > 0 then
+      -- A waiting writer's intention ends with its wait.
+      redis.call('ZREM', KEYS[6], tok)
+    end
+    return {1, fence}
+  end
+else
+  w = owner_of(redis.call('GET', KEYS[1]))
+end
+local again = retried(KEYS[1], w, tok, ttl)
 if again then
   return {1, again}
 end
-local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if not w[1] and not oldest[1] then
-  redis.call('ZREM', KEYS[6], tok)
-  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], tonumber(ARGV[2]), now)}
-end
-local live = tonumber(ARGV[4])
 if live > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
   redis.call('ZADD', KEYS[6], now_ms + live, tok)
   redis.call('PEXPIRE', KEYS[6], 2 * live)
 end
-if w[1] then
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(w[2])}
+if w then
+  return {0, redis.call('PTTL', KEYS[1]), w.fence}
 end
 -- Readers hold it: worth a try unasked when the first of them expires.
 -- Past it already (more expired readers than one prune takes): at once.

@@ -1,6 +1,6 @@
 -- rw_rlock.lua: take a read share of an RWMutex if no writer holds it and,
 -- when the caller gives way to writers, no writer's intention is alive.
--- KEYS[1]  the writer hash
+-- KEYS[1]  the writer's owner key
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers: zset token -> fence
 -- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
@@ -31,9 +31,9 @@ if mine then
   end
   return {1, tonumber(mine)}
 end
-local w = redis.call('HGET', KEYS[1], 'fence')
+local w = owner_of(redis.call('GET', KEYS[1]))
 if w then
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(w)}
+  return {0, redis.call('PTTL', KEYS[1]), w.fence}
 end
 if ARGV[4] == '1' then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)

@@ -1,5 +1,5 @@
 -- rw_status.lua: describe an RWMutex without changing it.
--- KEYS[1]  the writer hash
+-- KEYS[1]  the writer's owner key
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
 -- KEYS[6]  intentions

@@ -1,6 +1,6 @@
 -- rw_unlock.lua: release the write side of an RWMutex if the token holds
 -- it, and wake every waiting reader and one waiting writer per client.
--- KEYS[1]  the writer hash (KEYS[2..6] unused)
+-- KEYS[1]  the writer's owner key (KEYS[2..6] unused)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the readers' release channel

@@ -35,9 +35,14 @@ end
 
 -- issue_fence returns the next fence of a lock and records it, so fences
 -- rise strictly even when the lock's keys have expired, as long as the
--- server clock does not step back.
+-- server clock does not step back by more than the minute keep_fence
+-- allows. One command when the clock has passed the last fence, as it
+-- nearly always has: the clock is written and the last fence read at once.
 local function issue_fence(fence_key, now)
-  local fence = next_fence(tonumber(redis.call('GET', fence_key) or '0'), now)
-  keep_fence(fence_key, fence, now)
+  local last = redis.call('SET', fence_key, int(now), 'PX', 60000, 'GET')
+  local fence = next_fence(tonumber(last or '0'), now)
+  if fence > now then
+    keep_fence(fence_key, fence, now)
+  end
   return fence
 end

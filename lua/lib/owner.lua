@@ -1,44 +1,66 @@
--- owner.lua: the owner hash of an exclusive lock (Mutex, FairMutex, an
--- RWMutex's writer, a Redlock node's share): {tok, fence, meta, since},
--- expiring with the lease.
+-- owner.lua: the owner key of an exclusive lock (Mutex, FairMutex, an
+-- RWMutex's writer, a Redlock node's share): one string that expires with
+-- the lease, "<tok> <fence> <since ms> <id> <meta>" (id: a Redlock lease's
+-- public id, else empty; meta last, so it may hold anything). One string,
+-- not a hash, so that taking a free lock is one SET NX PX and reading its
+-- holder one GET.
 
--- owns reports whether the lease tok holds the owner hash.
-local function owns(owner, tok)
-  return redis.call('HGET', owner, 'tok') == tok
+-- owner_of parses an owner key's value (nil: free) into
+-- {tok, fence, since, id, meta}, or returns nil.
+local function owner_of(v)
+  if not v then
+    return nil
+  end
+  local tok, fence, since, id, meta = string.match(v, '^(%S+) (%d+) (%d+) (%S*) (.*)$')
+  return {tok = tok, fence = tonumber(fence), since = tonumber(since), id = id, meta = meta}
 end
 
--- take_owner makes tok the holder recorded in an owner hash, expiring
--- after ttl_ms (0: never). It issues and returns the lease's fence.
-local function take_owner(owner, fence_key, tok, meta, ttl_ms, now)
+-- owns reports whether the lease tok holds the owner key.
+local function owns(owner, tok)
+  local v = redis.call('GET', owner)
+  return v ~= false and string.sub(v, 1, #tok + 1) == tok .. ' '
+end
+
+-- take_owner makes tok the holder of the owner key if it is free, expiring
+-- after ttl_ms (0: never), and returns the lease's fence. When the key is
+-- held, it changes nothing there and returns nil and the holder, parsed.
+-- (It may still have moved the fence key to the clock: harmless, fences
+-- only have to rise.)
+local function take_owner(owner, fence_key, tok, meta, ttl_ms, now, id)
   local fence = issue_fence(fence_key, now)
-  redis.call('HSET', owner, 'tok', tok, 'fence', int(fence), 'meta', meta,
-    'since', int(math.floor(now / 1000)))
+  local v = table.concat({tok, int(fence), int(math.floor(now / 1000)), id or '', meta}, ' ')
+  local old
   if ttl_ms > 0 then
-    redis.call('PEXPIRE', owner, ttl_ms)
+    old = redis.call('SET', owner, v, 'NX', 'PX', ttl_ms, 'GET')
+  else
+    old = redis.call('SET', owner, v, 'NX', 'GET')
+  end
+  if old then
+    return nil, owner_of(old)
   end
   return fence
 end
 
--- owner_status reads an owner hash for a status reply: {1, pttl, fence,
+-- owner_status reads an owner key for a status reply: {1, pttl, fence,
 -- meta, since} while held, else {0, -2, the last fence, '', 0}.
 local function owner_status(owner, fence_key)
-  local h = redis.call('HMGET', owner, 'fence', 'meta', 'since')
-  if h[1] then
-    return {1, redis.call('PTTL', owner), tonumber(h[1]), h[2] or '', tonumber(h[3] or '0')}
+  local h = owner_of(redis.call('GET', owner))
+  if h then
+    return {1, redis.call('PTTL', owner), h.fence, h.meta, h.since}
   end
   return {0, -2, tonumber(redis.call('GET', fence_key) or '0'), '', 0}
 end
 
--- retried returns the fence of tok's lease when holder, the owner hash's
--- {tok, fence}, shows tok holding it already: a try sent again after its
--- reply was lost. The caller counts the lease's TTL from this try, so it
--- sets ttl_ms (0: no expiry) anew. It returns nil for any other holder.
+-- retried returns the fence of tok's lease when holder (parsed, or nil)
+-- shows tok holding it already: a try sent again after its reply was
+-- lost. The caller counts the lease's TTL from this try, so it sets ttl_ms
+-- (0: no expiry) anew. It returns nil for any other holder.
 local function retried(owner, holder, tok, ttl_ms)
-  if holder[1] ~= tok then
+  if not holder or holder.tok ~= tok then
     return nil
   end
   if ttl_ms > 0 then
     redis.call('PEXPIRE', owner, ttl_ms)
   end
-  return tonumber(holder[2])
+  return holder.fence
 end

@@ -15,11 +15,13 @@ end
 -- liveness timeout, not after a lock TTL. At most 100 per call, to bound
 -- the script's run time; the rest go on the next call. An RWMutex's
 -- readers are pruned with it too: their expiry set is the alive set.
+-- It returns how many it dropped.
 local function prune_waiters(queue, alive, wmeta, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', now_ms, 'LIMIT', 0, 100)
   if #dead > 0 then
     drop_waiters(queue, alive, wmeta, dead)
   end
+  return #dead
 end
 
 -- wake_first tells the first waiter in queue, if any, that it may take the
