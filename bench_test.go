@@ -23,14 +23,14 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 	srv := redistest.Start(b)
 	c, rdb, cnt := newClient(b, srv)
 	b.Run("ctx=background", func(b *testing.B) {
-		benchTryLockUnlock(b, context.Background(), c.Mutex("bench"), rdb, cnt)
+		benchTryLockUnlock(b, context.Background(), leaseTry(c.Mutex("bench").TryLock), rdb, cnt)
 	})
 	// A ctx that can end costs a goroutine per call, which keeps the call
 	// within the ctx deadline whatever go-redis' options.
 	b.Run("ctx=cancellable", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		benchTryLockUnlock(b, ctx, c.Mutex("bench"), rdb, cnt)
+		benchTryLockUnlock(b, ctx, leaseTry(c.Mutex("bench").TryLock), rdb, cnt)
 	})
 	// Unless go-redis honours the deadline itself.
 	b.Run("ctx=deadline,ContextTimeoutEnabled", func(b *testing.B) {
@@ -41,7 +41,7 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		benchTryLockUnlock(b, ctx, c.Mutex("bench"), rdb, cnt)
+		benchTryLockUnlock(b, ctx, leaseTry(c.Mutex("bench").TryLock), rdb, cnt)
 	})
 }
 
@@ -58,62 +58,58 @@ func BenchmarkUncontended(b *testing.B) {
 	}
 	for _, p := range []struct {
 		name string
-		l    dlock.Locker
+		try  tryFunc
 	}{
-		{"Mutex", c.Mutex("bench")},
-		{"FairMutex", c.FairMutex("bench")},
-		{"RWMutex-write", c.RWMutex("bench")},
-		{"RWMutex-read", c.RWMutex("bench").RLocker()},
-		{"MutexSet", setLocker{set}},
-		{"floor", floorLocker{rdb}},
+		{"Mutex", leaseTry(c.Mutex("bench").TryLock)},
+		{"FairMutex", leaseTry(c.FairMutex("bench").TryLock)},
+		{"RWMutex-write", leaseTry(c.RWMutex("bench").TryLock)},
+		{"RWMutex-read", leaseTry(c.RWMutex("bench").TryRLock)},
+		{"MutexSet", leaseTry(set.TryAcquire)},
+		{"floor", floorTry(rdb)},
 	} {
-		b.Run(p.name, func(b *testing.B) { benchTryLockUnlock(b, ctx, p.l, rdb, cnt) })
+		b.Run(p.name, func(b *testing.B) { benchTryLockUnlock(b, ctx, p.try, rdb, cnt) })
 	}
 }
 
-// setLocker takes any member of a MutexSet.
-type setLocker struct{ s *dlock.MutexSet }
+// tryFunc takes a lock once and returns how to release it.
+type tryFunc func(ctx context.Context) (unlock func(context.Context) error, err error)
 
-func (s setLocker) TryLock(ctx context.Context) (*dlock.Lease, error) { return s.s.TryAcquire(ctx) }
-func (s setLocker) Lock(ctx context.Context) (*dlock.Lease, error)    { return s.s.Acquire(ctx) }
-func (s setLocker) Do(ctx context.Context, fn func(context.Context) error) error {
-	return s.s.Do(ctx, func(ctx context.Context, _ string) error { return fn(ctx) })
+// leaseTry is the tryFunc of a dlock try call.
+func leaseTry(try func(context.Context) (*dlock.Lease, error)) tryFunc {
+	return func(ctx context.Context) (func(context.Context) error, error) {
+		l, err := try(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return l.Unlock, nil
+	}
 }
-
-// floorLocker is the bare protocol in dlock.Locker's shape; its lease is
-// nil, and its unlock runs from unlocking below.
-type floorLocker struct{ rdb *redis.Client }
 
 var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
-func (f floorLocker) TryLock(ctx context.Context) (*dlock.Lease, error) {
-	ok, err := f.rdb.SetNX(ctx, "floor", "token-of-twenty-two-ch", 10*time.Second).Result()
-	if err == nil && !ok {
-		err = dlock.ErrNotAcquired
+// floorTry is the bare protocol: SET NX PX, then a compare-and-delete
+// script.
+func floorTry(rdb *redis.Client) tryFunc {
+	const key, tok = "floor", "token-of-thirty-two-characters.."
+	return func(ctx context.Context) (func(context.Context) error, error) {
+		ok, err := rdb.SetNX(ctx, key, tok, 10*time.Second).Result()
+		if err == nil && !ok {
+			err = dlock.ErrNotAcquired
+		}
+		return func(ctx context.Context) error {
+			return floorRelease.Run(ctx, rdb, []string{key}, tok).Err()
+		}, err
 	}
-	return nil, err
-}
-func (f floorLocker) Lock(ctx context.Context) (*dlock.Lease, error) { return f.TryLock(ctx) }
-func (f floorLocker) Do(context.Context, func(context.Context) error) error {
-	return dlock.ErrUnsupported
-}
-func (f floorLocker) unlock(ctx context.Context) error {
-	return floorRelease.Run(ctx, f.rdb, []string{"floor"}, "token-of-twenty-two-ch").Err()
 }
 
-// benchTryLockUnlock times TryLock+Unlock pairs on m, after one to warm up
+// benchTryLockUnlock times try+unlock pairs, after one to warm up
 // (scripts loaded, connections open), and reports the commands per pair
 // and the time Redis spent on them, when rdb is its one server.
-func benchTryLockUnlock(b *testing.B, ctx context.Context, m dlock.Locker, rdb *redis.Client, cnt *hook) {
+func benchTryLockUnlock(b *testing.B, ctx context.Context, try tryFunc, rdb *redis.Client, cnt *hook) {
 	pair := func() {
-		l, err := m.TryLock(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if f, ok := m.(floorLocker); ok {
-			err = f.unlock(ctx)
-		} else {
-			err = l.Unlock(ctx)
+		unlock, err := try(ctx)
+		if err == nil {
+			err = unlock(ctx)
 		}
 		if err != nil {
 			b.Fatal(err)
@@ -374,7 +370,7 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			c, _, cnt := newRedlock(b, nodes)
 			ctx := context.Background()
-			benchTryLockUnlock(b, ctx, c.Mutex("bench"), nil, cnt)
+			benchTryLockUnlock(b, ctx, leaseTry(c.Mutex("bench").TryLock), nil, cnt)
 		})
 	}
 }

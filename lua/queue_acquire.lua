@@ -24,20 +24,10 @@
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 local now = now_us()
-local holder
-if not head then
-  -- The common case, nobody waiting: one SET NX takes a free lock.
-  local fence
-  fence, holder = take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
-  if fence then
-    return {1, fence}
-  end
-else
-  holder = owner_of(redis.call('GET', KEYS[1]))
-end
-local again = retried(KEYS[1], holder, tok, ttl)
-if again then
-  return {1, again}
+-- The common case, nobody waiting: one SET NX takes a free lock.
+local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head)
+if fence then
+  return {1, fence}
 end
 local now_ms = math.floor(now / 1000)
 if head and prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms) > 0 then

@@ -23,24 +23,14 @@ local now_ms = math.floor(now / 1000)
 if oldest[1] and prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms) > 0 then
   oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 end
-local w
-if not oldest[1] then
-  -- No reader: one SET NX takes the write side if no writer has it.
-  local fence
-  fence, w = take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
-  if fence then
-    if live > 0 then
-      -- A waiting writer's intention ends with its wait.
-      redis.call('ZREM', KEYS[6], tok)
-    end
-    return {1, fence}
+-- No reader: one SET NX takes the write side if no writer has it.
+local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest[1])
+if fence then
+  if live > 0 then
+    -- A waiting writer's intention ends with its wait.
+    redis.call('ZREM', KEYS[6], tok)
   end
-else
-  w = owner_of(redis.call('GET', KEYS[1]))
-end
-local again = retried(KEYS[1], w, tok, ttl)
-if again then
-  return {1, again}
+  return {1, fence}
 end
 if live > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)

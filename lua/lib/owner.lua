@@ -64,3 +64,23 @@ local function retried(owner, holder, tok, ttl_ms)
   end
   return holder.fence
 end
+
+-- claim gives tok the lease on the owner key: by taking it when free says
+-- nobody comes first (no queue ahead, no reader) and the key is free, or
+-- by finding tok holding it already (a try sent again after its reply was
+-- lost, whose TTL then starts anew). It returns the lease's fence, or nil
+-- and the holder (parsed; nil when the key is free but others come first).
+-- One GET reads the holder when free is false; one SET NX both takes and
+-- reads it when free is true.
+local function claim(owner, fence_key, tok, meta, ttl_ms, now, free, id)
+  local fence, holder
+  if free then
+    fence, holder = take_owner(owner, fence_key, tok, meta, ttl_ms, now, id)
+    if fence then
+      return fence
+    end
+  else
+    holder = owner_of(redis.call('GET', owner))
+  end
+  return retried(owner, holder, tok, ttl_ms), holder
+end
