@@ -28,6 +28,9 @@ type attempt struct {
 	// holder identifies the holding lease (its fence), for the stall
 	// timeout.
 	holder uint64
+	// at is the server's clock (µs) when it refused, where the script
+	// tells: a hand-off to this token dated before it is void.
+	at int64
 	// member is the MutexSet member taken, when ok.
 	member string
 	// asked marks, on a Redlock client, the nodes that may hold a share.
@@ -55,12 +58,17 @@ type acquisition struct {
 	// heartbeat, if set, is the longest a waiter may go without a try:
 	// its tries keep its place in a queue alive.
 	heartbeat time.Duration
+	// handOff, if set, is the least time a lock handed to a waiter by a
+	// release is held for it, from the send time of the waiter's last
+	// refused try, until its first renewal (see waiting.handedOver).
+	handOff time.Duration
 }
 
-// grant makes the lease of a successful try sent at sent: named for the
-// MutexSet member it took, or else for the lock.
-func (a *acquisition) grant(tok string, r attempt, sent time.Time) *Lease {
-	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent)
+// grant makes the lease of a successful try sent at sent, which Redis
+// keeps for held from then (see newLease): named for the MutexSet member
+// it took, or else for the lock.
+func (a *acquisition) grant(tok string, r attempt, sent time.Time, held time.Duration) *Lease {
+	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent, held)
 }
 
 // acquire takes the lock: once if !block, else waiting until it is
@@ -95,7 +103,7 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 		c.giveUp(ctx, a, tok, nil, true)
 		return nil, a.failed(ctx, errLate)
 	case r.ok:
-		return a.grant(tok, r, sent), nil
+		return a.grant(tok, r, sent, a.lock.cfg.ttl), nil
 	}
 	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }

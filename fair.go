@@ -11,8 +11,8 @@ import (
 // unlocked, or the caller nearest to Redis, can win again and again while
 // others wait. Here Lock joins a queue kept in Redis, ordered by Redis
 // itself (not by client clocks), a free lock goes only to the first in
-// line, and a release wakes exactly that waiter, not every waiter, so a
-// handoff costs a message and a try however many wait.
+// line, and a release hands the lock to exactly that waiter, not every
+// waiter, so a handoff costs one message however many wait.
 //
 // Limits of the order: it is the order in which Lock calls reached Redis.
 // A waiter that dies, or whose heartbeat (every second) cannot reach Redis

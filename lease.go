@@ -54,9 +54,11 @@ type leaseOps interface {
 // lease is not ours any more.
 var errGone = errors.New("lease gone")
 
-// newLease starts watching a lease whose acquiring request was sent at
-// sent, for the client c.
-func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time) *Lease {
+// newLease starts watching, for the client c, a lease that Redis keeps for
+// at least held from sent: from the acquiring request's send time, the
+// lock's TTL. A lease handed over by a release is held for less until its
+// first renewal, which then starts at once (see waiting.handedOver).
+func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration) *Lease {
 	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps}
 	if cfg.ttl == 0 {
 		return l
@@ -74,12 +76,15 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		Gone:   func(err error) bool { return errors.Is(err, errGone) },
 		OnLost: l.markLost,
 	}
-	deadline := watchdog.Deadline(sent, cfg.ttl)
+	deadline := watchdog.Deadline(sent, held)
 	if d, ok := ops.(drifter); ok {
 		l.wdc.Drift = d.drift
-		deadline = deadline.Add(-d.drift(cfg.ttl))
+		deadline = deadline.Add(-d.drift(held))
 	}
 	l.wd = watchdog.Start(l.wdc, deadline)
+	if held < cfg.ttl {
+		l.wd.Confirm()
+	}
 	return l
 }
 

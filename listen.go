@@ -20,6 +20,10 @@ type waiter interface {
 	// Detached reports that the subscription was given up and the waiter
 	// must subscribe again.
 	Detached() bool
+	// Grant takes what the last wake-up handed over besides waking: a
+	// queue's "<fence> <server µs>" (see hand_over in lua/lib/waiters.lua),
+	// or "".
+	Grant() string
 }
 
 // listener registers waiters on a lock's release channel.

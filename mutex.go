@@ -9,13 +9,13 @@ import (
 // successful TryLock or Lock returns a Lease, and any number of goroutines
 // may use one Mutex.
 //
-// Waiting callers queue in Redis, and a release wakes exactly one of them,
-// the first in line, however many wait on however many clients. As with
-// sync.Mutex, a caller that arrives while the lock is free may take it
-// ahead of the queue (so the uncontended path stays one round trip and a
-// holder may re-lock at once), but only while the first waiter has waited
-// less than a millisecond: after that a free Mutex is kept for the first
-// in line, so no waiter starves. A waiter that dies is dropped from the
+// Waiting callers queue in Redis, and a release hands the lock to exactly
+// one of them, the first in line, with the message that wakes it, however
+// many wait on however many clients. As with sync.Mutex, a caller that
+// arrives while the lock is free may take it ahead of the queue (so the
+// uncontended path stays one round trip), but only while the first waiter
+// has waited less than a millisecond: after that a release hands the lock
+// to the first in line, so no waiter starves. A waiter that dies is dropped from the
 // line 3 seconds after its last heartbeat (every second). Use FairMutex
 // for strict arrival order.
 type Mutex struct{ b mutexBackend }

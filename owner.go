@@ -46,7 +46,8 @@ func ownerStatus(name string, k kind, v []any) Status {
 	return st
 }
 
-// parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder}.
+// parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder
+// [, server µs]}.
 func parseAttempt(v []any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
@@ -55,7 +56,11 @@ func parseAttempt(v []any, err error) (attempt, error) {
 		return attempt{ok: true, fence: uint64(toInt(v[1]))}, nil
 	}
 	if len(v) >= 3 {
-		return attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}, nil
+		r := attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}
+		if len(v) >= 4 {
+			r.at = toInt(v[3])
+		}
+		return r, nil
 	}
 	return attempt{}, fmt.Errorf("%w %v", errBadReply, v)
 }

@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Waiter liveness of a Mutex or FairMutex. A queued waiter renews its
@@ -22,8 +24,9 @@ const mutexStarve = time.Millisecond
 
 // queued is what Mutex and FairMutex share: the holder in an owner key,
 // the waiters in a queue in Redis, ordered by Redis, and a release that
-// wakes the first live waiter and only it (one message, one try, however
-// many wait, on however many clients). They differ in starve only.
+// hands the lock to the first live waiter and only it (one message,
+// however many wait, on however many clients; see hand_over in
+// lua/lib/waiters.lua). They differ in starve only.
 type queued struct {
 	lock
 	owner
@@ -73,19 +76,26 @@ func (q *queued) acquisition(wait bool) *acquisition {
 	}
 	a := q.lock.acquisition(q.keys.Channel())
 	a.heartbeat = queueHeartbeat
+	a.handOff = queueLiveness
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
 		return parseAttempt(q.run(ctx, queueAcquire, tok, millis(q.cfg.ttl), q.cfg.metadata,
 			enqueue, millis(queueLiveness), q.starve().Microseconds()).Slice())
 	}
 	a.ops = func(attempt) leaseOps { return q }
 	a.leave = func(ctx context.Context, tok string) error {
-		return q.run(ctx, queueLeave, tok, q.c.hub.PublishCommand(), q.keys.Channel()).Err()
+		return q.handOver(ctx, queueLeave, tok).Err()
 	}
 	return a
 }
 
 func (q *queued) release(ctx context.Context, tok string) (bool, error) {
-	return q.run(ctx, queueRelease, tok, q.c.hub.PublishCommand(), q.keys.Channel()).Bool()
+	return q.handOver(ctx, queueRelease, tok).Bool()
+}
+
+// handOver runs a script that lets tok's hold on the lock go, handing the
+// lock to the first waiter (queue_release, queue_leave).
+func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
+	return q.run(ctx, s, tok, q.c.hub.PublishCommand(), q.keys.Channel(), q.starve().Microseconds())
 }
 
 func (q *queued) holderKeys() ([]string, []string) {

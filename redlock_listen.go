@@ -153,6 +153,10 @@ func (w *fanWaiter) Handoff() {
 	}
 }
 
+// Grant is always "": a Redlock release frees its shares and wakes, it
+// never hands the lock over.
+func (w *fanWaiter) Grant() string { return "" }
+
 // Detached reports whether any node gave its subscription up.
 func (w *fanWaiter) Detached() bool {
 	w.mu.Lock()

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-dlock/dlock/internal/notify"
+	"github.com/go-dlock/dlock/internal/watchdog"
 )
 
 // waiting is the state of one blocked acquisition between its tries.
 //
-// Waiting costs one try per wake-up. A waiter wakes when a release is
-// announced (the hub wakes one waiter per client for a plain release),
+// Waiting costs one try per wake-up, none when the wake-up hands the lock
+// over (see handedOver). A waiter wakes when a release is announced (the
+// hub wakes one waiter per client for a plain release),
 // when the holder's lease would run out, when its heartbeat is due, and
 // after a transient error, backing off while the error lasts: the first
 // try is as patient as the later ones.
@@ -34,6 +38,11 @@ type waiting struct {
 	// when not nil, closes once its abandoned request has finished.
 	answered bool
 	pending  <-chan struct{}
+	// refused is when the last try that Redis answered without the lock
+	// was sent, and refusedAt the server's clock (µs) when it ran, if the
+	// script tells: a hand-off came after it (see handedOver).
+	refused   time.Time
+	refusedAt int64
 }
 
 // wait takes the lock, waiting until it is acquired, ctx ends, or the
@@ -58,6 +67,11 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 		if err == nil {
 			err = s.sleep(ctx, next)
 		}
+		if err == nil {
+			if l := s.handedOver(ctx); l != nil {
+				return l, nil
+			}
+		}
 		if err != nil {
 			return nil, s.quit(ctx, err)
 		}
@@ -78,9 +92,10 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		s.trouble = errLate
 		return nil, 0, nil
 	case err == nil && r.ok:
-		return s.a.grant(s.tok, r, sent), 0, nil
+		return s.a.grant(s.tok, r, sent, s.a.lock.cfg.ttl), 0, nil
 	case err == nil:
 		s.woken, s.backoff, s.trouble = false, 0, nil
+		s.refused, s.refusedAt = sent, r.at
 		next, err := s.next(r)
 		return nil, next, err
 	case ctx.Err() == nil && transient(err):
@@ -90,6 +105,42 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		return nil, s.backoff, nil
 	}
 	return nil, 0, s.a.failedAfter(ctx, err, noReply(pending, s.trouble))
+}
+
+// handedOver returns the lease a release handed this waiter along with
+// its wake-up, or nil: then the waiter tries, and a try finds a lock
+// handed to it held already, whatever became of the message.
+//
+// Why the lease's deadline is safe: the release made this waiter the
+// holder until its liveness deadline in the queue, at the server time the
+// message carries, after the waiter's last refused try had run (a try run
+// after it would have found the lock held by this token, not refused it).
+// That try, sent at s.refused, set the deadline to a.handOff (the
+// liveness timeout) from when it ran, so Redis keeps the lock until at
+// least s.refused + a.handOff. A hand-off dated before the last refusal
+// lapsed already: that try found the lock not held by this token. A lease
+// that never expires takes a try instead, which makes the lock's expiry
+// go.
+func (s *waiting) handedOver(ctx context.Context) *Lease {
+	if s.w == nil {
+		return nil
+	}
+	g := s.w.Grant()
+	ttl := s.a.lock.cfg.ttl
+	if g == "" || s.a.handOff == 0 || ttl == 0 || ctx.Err() != nil {
+		return nil
+	}
+	f, t, _ := strings.Cut(g, " ")
+	fence, err := strconv.ParseUint(f, 10, 64)
+	at, err2 := strconv.ParseInt(t, 10, 64)
+	if err != nil || err2 != nil || at < s.refusedAt {
+		return nil
+	}
+	held := min(s.a.handOff, ttl)
+	if !time.Now().Before(watchdog.Deadline(s.refused, held)) {
+		return nil
+	}
+	return s.a.grant(s.tok, attempt{ok: true, fence: fence}, s.refused, held)
 }
 
 // next is how long to sleep after a try that found the lock held (<0:

@@ -20,7 +20,9 @@
 --          a try may be sent again after a lost reply; the lease's TTL
 --          then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
---           woken), holder's fence (0 when free but another waiter is first)}.
+--           woken), holder's fence (0 when free but another waiter is
+--           first), server time in µs (a hand-off to this token dated
+--           before it was void by now)}.
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 local now = now_us()
@@ -66,8 +68,8 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[5], 2 * live)
 end
 if holder then
-  return {0, redis.call('PTTL', KEYS[1]), holder.fence}
+  return {0, redis.call('PTTL', KEYS[1]), holder.fence, now}
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
 -- its liveness deadline.
-return {0, tonumber(redis.call('ZSCORE', KEYS[4], head)) - now_ms, 0}
+return {0, tonumber(redis.call('ZSCORE', KEYS[4], head)) - now_ms, 0, now}

@@ -1,18 +1,17 @@
 -- queue_release.lua: release an exclusive lock with a queue of waiters
--- (FairMutex, Mutex) if the token holds it, and wake the first live
--- waiter, and only it.
+-- (FairMutex, Mutex) if the token holds it, handing it to the first live
+-- waiter, if any (see hand_over in lib/waiters.lua).
 -- KEYS[1]  the owner key
--- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata (KEYS[2] unused)
+-- KEYS[2]  the last fence
+-- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata
 -- ARGV[1]  token of the lease
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[3]  the release channel; the message is the woken waiter's token
+-- ARGV[3]  the release channel
+-- ARGV[4]  starve_us: the lock is freed rather than handed over while the
+--          first waiter has waited less (Mutex); 0 = hand over at once
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
 if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  prune_waiters(KEYS[3], KEYS[4], KEYS[5], time_ms())
-  wake_first(KEYS[3], ARGV[2], ARGV[3])
-end
+hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]))
 return 1

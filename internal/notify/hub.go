@@ -21,8 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Payloads a release script may publish. Any other payload wakes the
-// waiters registered with that key (a fair queue wakes one token).
+// Payloads a release script may publish. Any other payload, "<key>" or
+// "<key> <grant>", wakes the waiters registered with that key (a queue
+// wakes one token) and hands them the grant, if any (see Waiter.Grant).
 const (
 	WakeOne = "one" // wake the longest-waiting local waiter not already woken
 	WakeAll = "all" // wake every local waiter of the channel
@@ -92,6 +93,7 @@ type Waiter struct {
 	key   string
 	c     chan struct{}
 	ready chan struct{} // the channel's confirmation when the waiter joined
+	grant string        // the last grant received and not yet taken; guarded by hub.mu
 }
 
 // New returns a hub for rdb. It opens no connection until the first
@@ -266,6 +268,17 @@ func (h *Hub) Join(name, key string) *Waiter {
 
 // C receives when the waiter should try again.
 func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Grant takes the grant that came with the last targeted wake-up ("" if
+// none): what a release script handed this waiter besides waking it.
+func (w *Waiter) Grant() string {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := w.grant
+	w.grant = ""
+	return g
+}
 
 // Done is closed when the hub is closed.
 func (w *Waiter) Done() <-chan struct{} { return w.hub.ctx.Done() }
@@ -591,8 +604,12 @@ func (h *Hub) dispatch(channel, payload string) {
 	case WakeAll:
 		h.wakeAll(ch)
 	default:
+		key, grant, _ := strings.Cut(payload, " ")
 		for _, w := range ch.waiters {
-			if w.key == payload {
+			if w.key == key {
+				if grant != "" {
+					w.grant = grant
+				}
 				signal(w)
 			}
 		}

@@ -262,6 +262,25 @@ func TestTargetedWake(t *testing.T) {
 	if !woken(c, time.Second) {
 		t.Fatal("waiter with key tok-c not woken by payload tok-c")
 	}
+	if g := c.Grant(); g != "" {
+		t.Errorf("Grant after a bare wake-up = %q; want none", g)
+	}
+
+	// A payload "<key> <grant>" wakes the key's waiter and hands it the
+	// grant, once.
+	e.publish(t, ch, "tok-a 42 1700000000000000")
+	if !woken(a, time.Second) {
+		t.Fatal("waiter with key tok-a not woken by a payload granting to tok-a")
+	}
+	if g := a.Grant(); g != "42 1700000000000000" {
+		t.Errorf("Grant = %q; want the payload after the key", g)
+	}
+	if g := a.Grant(); g != "" {
+		t.Errorf("second Grant = %q; want it taken already", g)
+	}
+	if pending(b) || pending(c) {
+		t.Errorf("a grant to tok-a woke other waiters: b=%v c=%v", pending(b), pending(c))
+	}
 }
 
 // A waiter closed while it holds an unconsumed wake-up passes it on, so a

@@ -24,9 +24,10 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// fault is an armed DropReply.
+// fault is an armed DropReply, DelayReply or DropPushed.
 type fault struct {
 	marker  []byte
+	pushed  bool          // marker is looked for in what Redis sends, not in requests
 	delay   time.Duration // deliver the reply this late instead of losing it
 	hang    bool
 	before  func()        // run once the reply arrived, before it is lost
@@ -73,6 +74,17 @@ func (p *Proxy) DelayReply(marker string, d time.Duration) <-chan struct{} {
 	return p.fault.dropped
 }
 
+// DropPushed arms the proxy: the next data Redis sends that contains
+// marker (a pub/sub message on a channel named so, say) is lost, and its
+// connection closed, as when a connection breaks with a message in
+// flight. The returned channel is closed once it was lost.
+func (p *Proxy) DropPushed(marker string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = &fault{marker: []byte(marker), pushed: true, dropped: make(chan struct{})}
+	return p.fault.dropped
+}
+
 // Close stops accepting and closes every connection.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
@@ -108,11 +120,12 @@ func (p *Proxy) track(c net.Conn) bool {
 	return true
 }
 
-// take returns the armed fault if request matches it, disarming it.
-func (p *Proxy) take(request []byte) *fault {
+// take returns the armed fault if data (a request, or what Redis sent
+// when pushed) matches it, disarming it.
+func (p *Proxy) take(data []byte, pushed bool) *fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fault == nil || !bytes.Contains(request, p.fault.marker) {
+	if p.fault == nil || p.fault.pushed != pushed || !bytes.Contains(data, p.fault.marker) {
 		return nil
 	}
 	f := p.fault
@@ -147,7 +160,7 @@ func (p *Proxy) serve(client net.Conn) {
 		for {
 			n, err := client.Read(buf)
 			if n > 0 {
-				if f := p.take(buf[:n]); f != nil {
+				if f := p.take(buf[:n], false); f != nil {
 					faults <- f
 				}
 				if _, werr := server.Write(buf[:n]); werr != nil {
@@ -165,6 +178,10 @@ func (p *Proxy) serve(client net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
+			if f := p.take(buf[:n], true); f != nil {
+				close(f.dropped)
+				return
+			}
 			select {
 			case f := <-faults:
 				if f.delay > 0 {

@@ -115,9 +115,20 @@ func (w *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	return w.deadline, w.ttl
 }
 
+// Confirm starts a renewal at the TTL in force now, after any renewal in
+// progress, without waiting for its outcome: the first renewal of a lease
+// whose deadline was reckoned from a shorter, provisional TTL. A lease
+// found gone is declared lost as usual.
+func (w *Watchdog) Confirm() {
+	select {
+	case w.requests <- request{ctx: context.Background(), reply: make(chan error, 1)}:
+	case <-w.done:
+	}
+}
+
 type request struct {
 	ctx   context.Context
-	ttl   time.Duration
+	ttl   time.Duration // 0: the TTL in force
 	reply chan error
 }
 
@@ -198,9 +209,13 @@ func (s *watch) wake() time.Time {
 }
 
 // request starts a Refresh's renewal, or queues it behind the one in
-// flight; its TTL is the TTL of every renewal from now on.
+// flight; its TTL, if set (Confirm's is not), is the TTL of every renewal
+// from now on.
 func (s *watch) request(req request) {
-	s.ttl = req.ttl
+	if req.ttl > 0 {
+		s.ttl = req.ttl
+	}
+	req.ttl = s.ttl
 	if s.inflight == nil {
 		s.inflight = s.w.start(req.ctx, req.ttl, s.deadline, req.reply)
 	} else {

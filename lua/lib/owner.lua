@@ -21,6 +21,12 @@ local function owns(owner, tok)
   return v ~= false and string.sub(v, 1, #tok + 1) == tok .. ' '
 end
 
+-- owner_value is the owner key's value for the lease tok, taken at now
+-- (µs) with fence.
+local function owner_value(tok, fence, now, id, meta)
+  return table.concat({tok, int(fence), int(math.floor(now / 1000)), id or '', meta}, ' ')
+end
+
 -- take_owner makes tok the holder of the owner key if it is free, expiring
 -- after ttl_ms (0: never), and returns the lease's fence. When the key is
 -- held, it changes nothing there and returns nil and the holder, parsed.
@@ -28,7 +34,7 @@ end
 -- only have to rise.)
 local function take_owner(owner, fence_key, tok, meta, ttl_ms, now, id)
   local fence = issue_fence(fence_key, now)
-  local v = table.concat({tok, int(fence), int(math.floor(now / 1000)), id or '', meta}, ' ')
+  local v = owner_value(tok, fence, now, id, meta)
   local old
   if ttl_ms > 0 then
     old = redis.call('SET', owner, v, 'NX', 'PX', ttl_ms, 'GET')
@@ -53,14 +59,17 @@ end
 
 -- retried returns the fence of tok's lease when holder (parsed, or nil)
 -- shows tok holding it already: a try sent again after its reply was
--- lost. The caller counts the lease's TTL from this try, so it sets ttl_ms
--- (0: no expiry) anew. It returns nil for any other holder.
+-- lost, or a waiter's try finding the lock handed to it (see hand_over).
+-- The caller counts the lease's TTL from this try, so it sets ttl_ms (0:
+-- no expiry) anew. It returns nil for any other holder.
 local function retried(owner, holder, tok, ttl_ms)
   if not holder or holder.tok ~= tok then
     return nil
   end
   if ttl_ms > 0 then
     redis.call('PEXPIRE', owner, ttl_ms)
+  else
+    redis.call('PERSIST', owner)
   end
   return holder.fence
 end

@@ -24,12 +24,42 @@ local function prune_waiters(queue, alive, wmeta, now_ms)
   return #dead
 end
 
--- wake_first tells the first waiter in queue, if any, that it may take the
--- lock: a message on channel, sent with publish (PUBLISH or SPUBLISH),
--- naming its token.
-local function wake_first(queue, publish, channel)
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if head then
-    redis.call(publish, channel, head)
+-- first_waiter returns the first token in queue and its arrival order
+-- (µs), or nil.
+local function first_waiter(queue)
+  local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  return head[1], tonumber(head[2])
+end
+
+-- hand_over frees the lock of a holder that let it go, or hands it straight
+-- to the first live waiter, so that a hand-off costs one message: the
+-- waiter is made the holder, with a fence, until its liveness deadline (a
+-- granted waiter that died delays the lock no longer than a queued one
+-- would), is taken out of the queue, and is told on channel (sent with
+-- publish, PUBLISH or SPUBLISH) by "<token> <fence> <now µs>". Its first
+-- renewal sets its own TTL. While the first waiter has waited less than
+-- starve_us the lock is freed instead, and the waiter woken by "<token>"
+-- to try for it: a newcomer may take it meanwhile (Mutex).
+local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us)
+  local tok, order = first_waiter(queue)
+  local now
+  if tok then
+    now = now_us()
+    if prune_waiters(queue, alive, wmeta, math.floor(now / 1000)) > 0 then
+      tok, order = first_waiter(queue)
+    end
   end
+  if not tok or now - order < starve_us then
+    redis.call('DEL', owner)
+    if tok then
+      redis.call(publish, channel, tok)
+    end
+    return
+  end
+  local live = tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000)
+  local meta = redis.call('HGET', wmeta, tok) or ''
+  drop_waiters(queue, alive, wmeta, {tok})
+  local fence = issue_fence(fence_key, now)
+  redis.call('SET', owner, owner_value(tok, fence, now, '', meta), 'PX', live)
+  redis.call(publish, channel, table.concat({tok, int(fence), int(now)}, ' '))
 end

@@ -1,0 +1,401 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// queuedLock is a Mutex or a FairMutex: the locks whose release hands
+// the lock straight to the first waiter.
+type queuedLock interface {
+	Lock(ctx context.Context) (*dlock.Lease, error)
+	Status(ctx context.Context) (dlock.Status, error)
+}
+
+var queuedKinds = []struct {
+	name string
+	get  func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock
+}{
+	{"Mutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock { return c.Mutex(name, opts...) }},
+	{"FairMutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
+		return c.FairMutex(name, opts...)
+	}},
+}
+
+// waitWaiters waits until l has n live waiters.
+func waitWaiters(t *testing.T, l queuedLock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := l.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Waiters) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters queued, want %d", len(st.Waiters), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// triesBy counts the acquire scripts a client sends for a lock with
+// metadata meta: the only requests that carry it.
+type triesBy struct {
+	meta string
+	n    atomic.Int64
+}
+
+func (h *triesBy) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *triesBy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if slices.Contains(cmd.Args(), any(h.meta)) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *triesBy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestHandOffInOneMessage: a release hands the lock to the waiter with the
+// wake-up message, so the waiter holds it without a try of its own; its
+// first renewal then sets its TTL.
+func TestHandOffInOneMessage(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			holderC, _, _ := newClient(t, srv)
+			tries := &triesBy{meta: "waiter-" + k.name}
+			rdb := srv.Client(t)
+			rdb.AddHook(tries)
+			waiterC := dlock.New(rdb)
+			t.Cleanup(func() { waiterC.Close() })
+
+			const ttl = 30 * time.Second
+			lock := k.get(holderC, "one-message", dlock.WithTTL(ttl))
+			h := mustTake(t, ctx, lock.Lock)
+			got := make(chan *dlock.Lease, 1)
+			go func() {
+				l, err := k.get(waiterC, "one-message", dlock.WithTTL(ttl), dlock.WithMetadata(tries.meta)).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitWaiters(t, lock, 1)
+			time.Sleep(5 * time.Millisecond) // a Mutex's first waiter must have waited over 1ms
+			before := tries.n.Load()
+			mustUnlock(t, h)
+			l := <-got
+			if l == nil {
+				return
+			}
+			defer mustUnlock(t, l)
+			if n := tries.n.Load() - before; n != 0 {
+				t.Errorf("the waiter sent %d tries after the release; want 0: the release hands the lock over", n)
+			}
+			if l.Fence() <= h.Fence() {
+				t.Errorf("fence %d after %d", l.Fence(), h.Fence())
+			}
+			// The hand-off holds the lock for the waiter's liveness timeout
+			// (3s) until the waiter's first renewal sets its own TTL.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				st, err := lock.Status(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Metadata != tries.meta {
+					t.Fatalf("holder %q; want the waiter", st.Metadata)
+				}
+				if st.TTL > 3*time.Second {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("TTL %v 5s after the hand-off; the waiter's renewal should have set %v", st.TTL, ttl)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestHandOffToStoppedWaiter: the lock is handed to a waiter process that
+// is stopped (SIGSTOP) and so cannot take it up. The next waiter gets it
+// once the stopped one's liveness runs out, not after the 30s TTL; the
+// stopped one, resumed, finds its hand-off stale and waits again rather
+// than believing it holds the lock.
+func TestHandOffToStoppedWaiter(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	f := c.FairMutex("stopped", dlock.WithTTL(30*time.Second))
+	h := mustTake(t, ctx, f.Lock)
+
+	stopped := exec.Command(os.Args[0], "-test.run=^$")
+	stopped.Env = append(os.Environ(), helperEnv+"=queue", "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME=stopped")
+	if err := stopped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { stopped.Wait(); close(exited) }()
+	t.Cleanup(func() { stopped.Process.Kill(); <-exited })
+	waitQueued(t, f, 1)
+	if err := stopped.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c.FairMutex("stopped", dlock.WithTTL(30*time.Second), dlock.WithMetadata("live")).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, f, 2)
+	mustUnlock(t, h)
+	st, err := f.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Held || st.Metadata != "doomed" || st.TTL > 3*time.Second {
+		t.Fatalf("after the release: %+v; want it handed to the stopped waiter for at most 3s", st)
+	}
+	var live *dlock.Lease
+	select {
+	case live = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the live waiter still waits 10s after the hand-off to a stopped one")
+	}
+	if live == nil {
+		return
+	}
+
+	// Resumed, the stopped waiter holds a stale hand-off: it must go on
+	// waiting while the live waiter holds the lock.
+	if err := stopped.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		t.Fatal("the resumed waiter's Lock returned while another held the lock")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if held, err := live.Held(ctx); err != nil || !held {
+		t.Fatalf("live lease Held = %v, %v", held, err)
+	}
+	mustUnlock(t, live)
+	select {
+	case <-exited: // it took the lock, as it should once it was free
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed waiter did not get the lock after it was released")
+	}
+}
+
+// TestHandOffAsContextEnds: a waiter's context ends just as the release
+// hands it the lock. Either it returns the lease, or it returns the
+// context's error and the lock goes on to the next waiter at once, not
+// after the hand-off would lapse.
+func TestHandOffAsContextEnds(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			holderC, _, _ := newClient(t, srv)
+			otherC, _, _ := newClient(t, srv)
+			outcomes := map[bool]int{}
+			for range 8 {
+				lock := k.get(holderC, "ctx-ends", dlock.WithTTL(30*time.Second))
+				h := mustTake(t, ctx, lock.Lock)
+				waiterC, _, _ := newClient(t, srv)
+				wctx, cancel := context.WithCancel(ctx)
+				res := make(chan error, 1)
+				go func() {
+					l, err := k.get(waiterC, "ctx-ends", dlock.WithMetadata("w")).Lock(wctx)
+					if err == nil {
+						err = l.Unlock(ctx)
+					}
+					res <- err
+				}()
+				waitWaiters(t, lock, 1)
+				next := takeAndRelease(ctx, func(ctx context.Context) (*dlock.Lease, error) {
+					return k.get(otherC, "ctx-ends", dlock.WithMetadata("next")).Lock(ctx)
+				})
+				waitWaiters(t, lock, 2)
+				time.Sleep(5 * time.Millisecond)
+				mustUnlock(t, h)
+				cancel()
+				err := <-res
+				outcomes[err == nil]++
+				if err != nil && (!errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled)) {
+					t.Fatalf("waiter: %v", err)
+				}
+				// Close waits for the waiter's give-up: by then the lock
+				// must not be the cancelled waiter's.
+				waiterC.Close()
+				if st, err := lock.Status(ctx); err != nil || st.Metadata == "w" {
+					t.Fatalf("after the cancelled waiter left: %+v, %v", st, err)
+				}
+				within(t, next, 2*time.Second, "the next waiter did not get the lock the cancelled one left")
+			}
+			t.Logf("lease taken %d times, context error %d times", outcomes[true], outcomes[false])
+		})
+	}
+}
+
+// TestLostHandOffMessage: the message that hands the lock over is lost
+// with the subscription connection. The waiter still gets the lock, from
+// its own heartbeat try or the hub's wake-up after reconnecting, which
+// find the lock held for it; long before the holder's TTL, and within
+// the hand-off's liveness.
+func TestLostHandOffMessage(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			name := "lost-" + marker()
+			p, waiterC, holderC := proxied(t, srv)
+			admin := srv.Client(t)
+			lock := k.get(holderC, name, dlock.WithTTL(30*time.Second))
+			h := mustTake(t, ctx, lock.Lock)
+			got := make(chan *dlock.Lease, 1)
+			go func() {
+				l, err := k.get(waiterC, name, dlock.WithTTL(30*time.Second)).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitWaiters(t, lock, 1)
+			waitSubscribed(t, admin, name)
+			time.Sleep(100 * time.Millisecond) // the confirmation reaches the waiter's client
+			lost := p.DropPushed(name)
+			mustUnlock(t, h)
+			select {
+			case <-lost:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the proxy lost no message")
+			}
+			select {
+			case l := <-got:
+				if l == nil {
+					return
+				}
+				if l.Fence() <= h.Fence() {
+					t.Errorf("fence %d after %d", l.Fence(), h.Fence())
+				}
+				if held, err := l.Held(ctx); err != nil || !held {
+					t.Errorf("Held = %v, %v", held, err)
+				}
+				mustUnlock(t, l)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter still waits 10s after its hand-off message was lost")
+			}
+		})
+	}
+}
+
+// waitSubscribed waits until some client listens on the release channel
+// of the lock called name.
+func waitSubscribed(t *testing.T, admin *redis.Client, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		chans, err := admin.PubSubChannels(t.Context(), "*"+name+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chans) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no subscription to a channel of %q", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHandOffsAcrossRestart: goroutines on two clients hand a lock round
+// while Redis is killed and restarted from its AOF. Holders never
+// overlap while their leases stand, and every goroutine completes its
+// acquisitions once Redis is back.
+func TestHandOffsAcrossRestart(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			clients := []*dlock.Client{}
+			for range 2 {
+				c, _, _ := newClient(t, srv)
+				clients = append(clients, c)
+			}
+			var holders atomic.Int32
+			var overlaps, done atomic.Int32
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			const rounds = 30
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					lock := k.get(clients[i%2], "restart", dlock.WithTTL(2*time.Second))
+					for range rounds {
+						l, err := lock.Lock(ctx)
+						if err != nil {
+							if ctx.Err() != nil {
+								errs <- err
+								return
+							}
+							continue // Redis was down: try again
+						}
+						if holders.Add(1) > 1 {
+							select {
+							case <-l.Lost():
+							default:
+								overlaps.Add(1)
+							}
+						}
+						time.Sleep(2 * time.Millisecond)
+						holders.Add(-1)
+						_ = l.Unlock(ctx) // may fail while Redis is down
+						done.Add(1)
+					}
+				}()
+			}
+			for done.Load() < 8*rounds/3 && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			srv.Restart(t)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("goroutine gave up: %v", err)
+			}
+			if n := overlaps.Load(); n > 0 {
+				t.Errorf("%d times two holders at once", n)
+			}
+			if n := done.Load(); n != 8*rounds {
+				t.Errorf("%d acquisitions of %d", n, 8*rounds)
+			}
+		})
+	}
+}
