@@ -784,7 +784,7 @@ func TestConfirmRenewsAtOnce(t *testing.T) {
 		t.Fatalf("Confirm made renewals %+v; want one with TTL %v", calls, ttl)
 	}
 	deadline := stopWithin(t, w, time.Second)
-	if want := watchdog.Deadline(calls[0].at, ttl); deadline.Before(want.Add(-10*time.Millisecond)) {
+	if want := watchdog.Deadline(calls[0].at, ttl); deadline.Before(want.Add(-10 * time.Millisecond)) {
 		t.Errorf("deadline %v after start; want %v, a TTL from the renewal", deadline.Sub(start), want.Sub(start))
 	}
 }
