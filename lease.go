@@ -81,9 +81,10 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		l.wdc.Drift = d.drift
 		deadline = deadline.Add(-d.drift(held))
 	}
-	l.wd = watchdog.Start(l.wdc, deadline)
 	if held < cfg.ttl {
-		l.wd.Confirm()
+		l.wd = watchdog.StartRenewing(l.wdc, deadline)
+	} else {
+		l.wd = watchdog.Start(l.wdc, deadline)
 	}
 	return l
 }

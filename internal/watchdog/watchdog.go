@@ -73,13 +73,26 @@ func Deadline(sent time.Time, ttl time.Duration) time.Time {
 // Start watches a lease that must be declared lost at deadline unless
 // renewed (see Deadline).
 func Start(cfg Config, deadline time.Time) *Watchdog {
+	return start(cfg, deadline, false)
+}
+
+// StartRenewing is Start for a lease whose deadline was reckoned from a
+// hold shorter than cfg.TTL (a lock handed over to a waiter): its first
+// renewal, to cfg.TTL, is sent at once, with or without Auto. Should it
+// fail, the lease is declared lost at deadline unless a later renewal
+// gets through.
+func StartRenewing(cfg Config, deadline time.Time) *Watchdog {
+	return start(cfg, deadline, true)
+}
+
+func start(cfg Config, deadline time.Time, renew bool) *Watchdog {
 	w := &Watchdog{
 		cfg:      cfg,
 		requests: make(chan request),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	go w.run(deadline)
+	go w.run(deadline, renew)
 	return w
 }
 
@@ -115,20 +128,9 @@ func (w *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	return w.deadline, w.ttl
 }
 
-// Confirm starts a renewal at the TTL in force now, after any renewal in
-// progress, without waiting for its outcome: the first renewal of a lease
-// whose deadline was reckoned from a shorter, provisional TTL. A lease
-// found gone is declared lost as usual.
-func (w *Watchdog) Confirm() {
-	select {
-	case w.requests <- request{ctx: context.Background(), reply: make(chan error, 1)}:
-	case <-w.done:
-	}
-}
-
 type request struct {
 	ctx   context.Context
-	ttl   time.Duration // 0: the TTL in force
+	ttl   time.Duration
 	reply chan error
 }
 
@@ -173,11 +175,15 @@ type watch struct {
 	queued    []request // Refresh calls waiting for the renewal in flight
 }
 
-// run serves Refresh calls and renewals until Stop or loss.
-func (w *Watchdog) run(deadline time.Time) {
+// run serves Refresh calls and renewals until Stop or loss; renew sends
+// the first renewal at once.
+func (w *Watchdog) run(deadline time.Time, renew bool) {
 	ttl := w.cfg.TTL
 	s := &watch{w: w, ttl: ttl, deadline: deadline, next: deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3)}
 	defer s.finish()
+	if renew {
+		s.inflight = w.start(context.Background(), ttl, deadline, nil)
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -209,13 +215,9 @@ func (s *watch) wake() time.Time {
 }
 
 // request starts a Refresh's renewal, or queues it behind the one in
-// flight; its TTL, if set (Confirm's is not), is the TTL of every renewal
-// from now on.
+// flight; its TTL is the TTL of every renewal from now on.
 func (s *watch) request(req request) {
-	if req.ttl > 0 {
-		s.ttl = req.ttl
-	}
-	req.ttl = s.ttl
+	s.ttl = req.ttl
 	if s.inflight == nil {
 		s.inflight = s.w.start(req.ctx, req.ttl, s.deadline, req.reply)
 	} else {

@@ -766,22 +766,23 @@ func TestConcurrentRefreshesAllReturn(t *testing.T) {
 	stopWithin(t, w, time.Second)
 }
 
-// Confirm renews at once, at the configured TTL, a lease whose first
-// deadline was reckoned from a shorter provisional hold: the lease then
-// lives a whole TTL from the renewal, not to the provisional deadline.
-func TestConfirmRenewsAtOnce(t *testing.T) {
+// StartRenewing renews at once, to the configured TTL, a lease whose
+// first deadline was reckoned from a shorter hold, once and not again
+// until a third of the TTL has passed: the lease then lives a whole TTL
+// from the renewal, not to the first deadline.
+func TestStartRenewing(t *testing.T) {
 	t.Parallel()
 	const ttl, held = 2 * time.Second, 300 * time.Millisecond
 	r := newRecorder()
 	start := time.Now()
-	w := watchdog.Start(watchdog.Config{TTL: ttl, Renew: r.renews, Gone: isGone, OnLost: r.onLost}, watchdog.Deadline(start, held))
-	w.Confirm()
+	cfg := watchdog.Config{TTL: ttl, Auto: true, Renew: r.renews, Gone: isGone, OnLost: r.onLost}
+	w := watchdog.StartRenewing(cfg, watchdog.Deadline(start, held))
 	if at, lost := r.waitLost(held + 100*time.Millisecond); lost {
-		t.Fatalf("OnLost ran %v after start, at the provisional deadline, though Confirm renewed", at.Sub(start))
+		t.Fatalf("OnLost ran %v after start, at the first deadline, though the lease was renewed", at.Sub(start))
 	}
 	calls, _ := r.snapshot()
 	if len(calls) != 1 || calls[0].ttl != ttl {
-		t.Fatalf("Confirm made renewals %+v; want one with TTL %v", calls, ttl)
+		t.Fatalf("renewals %+v in the first %v; want one with TTL %v", calls, held+100*time.Millisecond, ttl)
 	}
 	deadline := stopWithin(t, w, time.Second)
 	if want := watchdog.Deadline(calls[0].at, ttl); deadline.Before(want.Add(-10 * time.Millisecond)) {
