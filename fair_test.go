@@ -13,22 +13,19 @@ import (
 	"github.com/go-dlock/dlock"
 )
 
-// waitQueued waits until the fair mutex's status lists n waiters.
-func waitQueued(t *testing.T, f *dlock.FairMutex, n int) {
+// waitQueued waits until the lock's status lists n waiters.
+func waitQueued(t *testing.T, l interface {
+	Status(context.Context) (dlock.Status, error)
+}, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := f.Status(t.Context())
-		if err != nil {
-			t.Fatal(err)
+	err := eventually(t.Context(), 5*time.Second, func() error {
+		if st := statusOf(t, l); len(st.Waiters) != n {
+			return fmt.Errorf("%d waiters queued, want %d", len(st.Waiters), n)
 		}
-		if len(st.Waiters) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters queued, want %d", len(st.Waiters), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

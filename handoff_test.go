@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -33,25 +34,6 @@ var queuedKinds = []struct {
 	{"FairMutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
 		return c.FairMutex(name, opts...)
 	}},
-}
-
-// waitWaiters waits until l has n live waiters.
-func waitWaiters(t *testing.T, l queuedLock, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := l.Status(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Waiters) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters queued, want %d", len(st.Waiters), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // triesBy counts the acquire scripts a client sends for a lock with
@@ -101,7 +83,7 @@ func TestHandOffInOneMessage(t *testing.T) {
 				}
 				got <- l
 			}()
-			waitWaiters(t, lock, 1)
+			waitQueued(t, lock, 1)
 			time.Sleep(5 * time.Millisecond) // a Mutex's first waiter must have waited over 1ms
 			before := tries.n.Load()
 			mustUnlock(t, h)
@@ -118,22 +100,15 @@ func TestHandOffInOneMessage(t *testing.T) {
 			}
 			// The hand-off holds the lock for the waiter's liveness timeout
 			// (3s) until the waiter's first renewal sets its own TTL.
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				st, err := lock.Status(ctx)
-				if err != nil {
-					t.Fatal(err)
+			err := eventually(ctx, 5*time.Second, func() error {
+				st := statusOf(t, lock)
+				if st.Metadata != tries.meta || st.TTL <= 3*time.Second {
+					return fmt.Errorf("holder %q, TTL %v; want the waiter's, and the TTL %v its renewal sets", st.Metadata, st.TTL, ttl)
 				}
-				if st.Metadata != tries.meta {
-					t.Fatalf("holder %q; want the waiter", st.Metadata)
-				}
-				if st.TTL > 3*time.Second {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("TTL %v 5s after the hand-off; the waiter's renewal should have set %v", st.TTL, ttl)
-				}
-				time.Sleep(5 * time.Millisecond)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -235,11 +210,11 @@ func TestHandOffAsContextEnds(t *testing.T) {
 					}
 					res <- err
 				}()
-				waitWaiters(t, lock, 1)
+				waitQueued(t, lock, 1)
 				next := takeAndRelease(ctx, func(ctx context.Context) (*dlock.Lease, error) {
 					return k.get(otherC, "ctx-ends", dlock.WithMetadata("next")).Lock(ctx)
 				})
-				waitWaiters(t, lock, 2)
+				waitQueued(t, lock, 2)
 				time.Sleep(5 * time.Millisecond)
 				mustUnlock(t, h)
 				cancel()
@@ -283,7 +258,7 @@ func TestLostHandOffMessage(t *testing.T) {
 				}
 				got <- l
 			}()
-			waitWaiters(t, lock, 1)
+			waitQueued(t, lock, 1)
 			waitSubscribed(t, admin, name)
 			time.Sleep(100 * time.Millisecond) // the confirmation reaches the waiter's client
 			lost := p.DropPushed(name)
@@ -316,19 +291,15 @@ func TestLostHandOffMessage(t *testing.T) {
 // of the lock called name.
 func waitSubscribed(t *testing.T, admin *redis.Client, name string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	err := eventually(t.Context(), 5*time.Second, func() error {
 		chans, err := admin.PubSubChannels(t.Context(), "*"+name+"*").Result()
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && len(chans) == 0 {
+			err = fmt.Errorf("no subscription to a channel of %q", name)
 		}
-		if len(chans) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no subscription to a channel of %q", name)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -151,6 +151,18 @@ func mustTake(t testing.TB, ctx context.Context, acquire func(context.Context) (
 	return l
 }
 
+// statusOf reads l's status, failing t on an error.
+func statusOf(t *testing.T, l interface {
+	Status(context.Context) (dlock.Status, error)
+}) dlock.Status {
+	t.Helper()
+	st, err := l.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // givesUpOnStall fails t unless acquire, waiting behind a holder that never
 // lets go, gives up with the stall timeout's ErrNotAcquired (not a context
 // error) between stall and stall+2s after it starts.

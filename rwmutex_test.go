@@ -630,19 +630,14 @@ func TestRWReaderExpiry(t *testing.T) {
 // writer.
 func waitWriterWaiting(t *testing.T, rw *dlock.RWMutex) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := rw.Status(t.Context())
-		if err != nil {
-			t.Fatal(err)
+	err := eventually(t.Context(), 5*time.Second, func() error {
+		if st := statusOf(t, rw); !st.WriterWaiting {
+			return fmt.Errorf("no writer waiting: %+v", st)
 		}
-		if st.WriterWaiting {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no writer waiting: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
