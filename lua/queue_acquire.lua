@@ -24,7 +24,7 @@
 --           first), server time in µs (a hand-off to this token dated
 --           before it was void by now)}.
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+local head, order = first_waiter(KEYS[3])
 local now = now_us()
 -- The common case, nobody waiting: one SET NX takes a free lock.
 local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head)
@@ -32,13 +32,11 @@ if fence then
   return {1, fence}
 end
 local now_ms = math.floor(now / 1000)
-if head and prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms) > 0 then
-  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-end
+head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
 local barge = false
 if not holder and head and head ~= tok then
   local starve = tonumber(ARGV[6])
-  barge = starve > 0 and now - tonumber(redis.call('ZSCORE', KEYS[3], head)) < starve
+  barge = starve > 0 and now - order < starve
 end
 if not holder and (head == nil or head == tok or barge) then
   if head then

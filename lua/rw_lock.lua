@@ -17,14 +17,13 @@
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence, else the oldest reader's}.
 local tok, ttl, live = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 local now = now_us()
 local now_ms = math.floor(now / 1000)
-if oldest[1] and prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms) > 0 then
-  oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-end
+-- Readers are pruned as waiters are: their expiries are the alive set.
+local oldest, oldest_fence = first_waiter(KEYS[3])
+oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
 -- No reader: one SET NX takes the write side if no writer has it.
-local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest[1])
+local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest)
 if fence then
   if live > 0 then
     -- A waiting writer's intention ends with its wait.
@@ -47,4 +46,4 @@ local wait = -1
 if first ~= 'inf' then
   wait = math.max(0, tonumber(first) - now_ms)
 end
-return {0, wait, tonumber(oldest[2])}
+return {0, wait, oldest_fence}

@@ -24,11 +24,22 @@ local function prune_waiters(queue, alive, wmeta, now_ms)
   return #dead
 end
 
--- first_waiter returns the first token in queue and its arrival order
--- (µs), or nil.
+-- first_waiter returns the first token in queue and its score (a
+-- queue's arrival order in µs; an RWMutex reader's fence), or nil.
 local function first_waiter(queue)
   local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
   return head[1], tonumber(head[2])
+end
+
+-- live_first returns the first token in queue and its score once waiters
+-- past their liveness deadline are pruned, given first and order, what
+-- first_waiter read before (first nil: nothing queued, nothing to prune).
+-- It reads the queue again only when it pruned.
+local function live_first(queue, alive, wmeta, first, order, now_ms)
+  if first and prune_waiters(queue, alive, wmeta, now_ms) > 0 then
+    return first_waiter(queue)
+  end
+  return first, order
 end
 
 -- hand_over frees the lock of a holder that let it go, or hands it straight
@@ -45,9 +56,7 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   local now
   if tok then
     now = now_us()
-    if prune_waiters(queue, alive, wmeta, math.floor(now / 1000)) > 0 then
-      tok, order = first_waiter(queue)
-    end
+    tok, order = live_first(queue, alive, wmeta, tok, order, math.floor(now / 1000))
   end
   if not tok or now - order < starve_us then
     redis.call('DEL', owner)
