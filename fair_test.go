@@ -29,10 +29,19 @@ func waitQueued(t *testing.T, l interface {
 	}
 }
 
-func TestFairOrder(t *testing.T) {
+// TestArrivalOrder: waiters queued one after another, on one client and
+// on clients of their own, get the lock in the order they arrived. With
+// no newcomers, that holds for a Mutex and an RWMutex's writers too.
+func TestArrivalOrder(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) { testArrivalOrder(t, k.get) })
+	}
+}
+
+func testArrivalOrder(t *testing.T, get func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock) {
 	srv, ctx := serve(t)
 	holderC, _, _ := newClient(t, srv)
-	f := holderC.FairMutex("line", dlock.WithTTL(30*time.Second))
+	f := get(holderC, "line", dlock.WithTTL(30*time.Second))
 	h := mustTake(t, ctx, f.Lock)
 	const n = 8
 	var mu sync.Mutex
@@ -48,7 +57,7 @@ func TestFairOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.FairMutex("line", dlock.WithMetadata(fmt.Sprint("waiter-", i))).Lock(ctx)
+			l, err := get(c, "line", dlock.WithMetadata(fmt.Sprint("waiter-", i))).Lock(ctx)
 			if err != nil {
 				errs[i] = err
 				return

@@ -19,8 +19,8 @@ import (
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
-// queuedLock is a Mutex or a FairMutex: the locks whose release hands
-// the lock straight to the first waiter.
+// queuedLock is a Mutex, a FairMutex or the write side of an RWMutex: the
+// locks whose release hands the lock straight to the first waiter.
 type queuedLock interface {
 	Lock(ctx context.Context) (*dlock.Lease, error)
 	Status(ctx context.Context) (dlock.Status, error)
@@ -33,6 +33,9 @@ var queuedKinds = []struct {
 	{"Mutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock { return c.Mutex(name, opts...) }},
 	{"FairMutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
 		return c.FairMutex(name, opts...)
+	}},
+	{"RWMutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
+		return c.RWMutex(name, opts...)
 	}},
 }
 
@@ -109,6 +112,54 @@ func TestHandOffInOneMessage(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestHandOffFromLastReader: the last reader's release hands an RWMutex
+// to the first waiting writer, in either mode, with the message that
+// wakes it: the writer sends no try of its own.
+func TestHandOffFromLastReader(t *testing.T) {
+	for _, mode := range []dlock.RWMode{dlock.PreferWriters, dlock.PreferReaders} {
+		t.Run(mode.String(), func(t *testing.T) {
+			srv, ctx := serve(t)
+			readerC, _, _ := newClient(t, srv)
+			tries := &triesBy{meta: "writer"}
+			rdb := srv.Client(t)
+			rdb.AddHook(tries)
+			writerC := dlock.New(rdb)
+			t.Cleanup(func() { writerC.Close() })
+
+			opts := []dlock.LockOption{dlock.WithTTL(30 * time.Second), dlock.WithRWMode(mode)}
+			rw := readerC.RWMutex("last-reader", opts...)
+			r1, r2 := mustTake(t, ctx, rw.RLock), mustTake(t, ctx, rw.RLock)
+			got := make(chan *dlock.Lease, 1)
+			go func() {
+				l, err := writerC.RWMutex("last-reader", append(opts, dlock.WithMetadata(tries.meta))...).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitQueued(t, rw, 1)
+			mustUnlock(t, r1)
+			time.Sleep(5 * time.Millisecond) // past the millisecond a newcomer may barge in
+			before := tries.n.Load()
+			mustUnlock(t, r2)
+			l := <-got
+			if l == nil {
+				return
+			}
+			defer mustUnlock(t, l)
+			if n := tries.n.Load() - before; n != 0 {
+				t.Errorf("the writer sent %d tries after the last reader left; want 0", n)
+			}
+			if l.Fence() <= r2.Fence() {
+				t.Errorf("writer's fence %d after reader's %d", l.Fence(), r2.Fence())
+			}
+			if st := statusOf(t, rw); len(st.Waiters) != 0 || st.WriterWaiting {
+				t.Errorf("status with the writer in: %+v; want no waiter, no intention", st)
 			}
 		})
 	}

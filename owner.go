@@ -46,6 +46,18 @@ func ownerStatus(name string, k kind, v []any) Status {
 	return st
 }
 
+// waitersOf reads a status script's list of waiters: flat {metadata,
+// arrived at (server ms)} pairs, first first.
+func waitersOf(v any) []Waiter {
+	w, _ := v.([]any)
+	var out []Waiter
+	for i := 0; i+1 < len(w); i += 2 {
+		meta, _ := w[i].(string)
+		out = append(out, Waiter{Metadata: meta, Since: time.UnixMilli(toInt(w[i+1]))})
+	}
+	return out
+}
+
 // parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder
 // [, server µs]}.
 func parseAttempt(v []any, err error) (attempt, error) {

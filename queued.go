@@ -60,11 +60,7 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	st := ownerStatus(q.name, q.kind, v)
-	w, _ := v[5].([]any)
-	for i := 0; i+1 < len(w); i += 2 {
-		meta, _ := w[i].(string)
-		st.Waiters = append(st.Waiters, Waiter{Metadata: meta, Since: time.UnixMilli(toInt(w[i+1]))})
-	}
+	st.Waiters = waitersOf(v[5])
 	return st, nil
 }
 

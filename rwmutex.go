@@ -7,16 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Liveness of a waiting writer's intention (PreferWriters). The writer
-// renews it with a try every rwHeartbeat; one not renewed for
-// rwIntentLiveness (the writer died, or cannot reach Redis) lapses, so a
-// dead writer stops new readers for at most rwIntentLiveness, never for a
-// lock TTL.
-const (
-	rwHeartbeat      = time.Second
-	rwIntentLiveness = 3 * time.Second
-)
-
 // RWMutex is a reader/writer lock shared by every client of the same Redis
 // under the same name: any number of readers, or one writer. Lock, TryLock
 // and Do take the write side (so *RWMutex is a Locker); RLock and TryRLock
@@ -47,17 +37,21 @@ const (
 // (redis-rwlock let writers always announce themselves and its readers
 // choose.)
 //
-// An intention lives while its writer waits: the writer renews it every
-// second, it lapses 3 seconds after the writer dies, and it is withdrawn
-// when the writer gives up (its ctx ends), which wakes the readers it held
-// back. As with sync.RWMutex, do not take a second read share while
+// Waiting writers queue in Redis as a Mutex's waiters do, and an
+// intention lives as long as its writer's place in the line: the writer
+// renews both every second, they lapse 3 seconds after the writer dies,
+// and they are withdrawn when the writer gives up (its ctx ends), which
+// wakes the readers it held back. As with sync.RWMutex, do not take a second read share while
 // holding one under PreferWriters: a writer waiting in between blocks it,
 // and the first share blocks the writer.
 //
-// Waiters are woken by Redis: a writer's release wakes every waiting reader
-// and one waiting writer per client, the last reader's release wakes one
-// waiting writer per client. Among writers there is no order, as with
-// Mutex.
+// Waiters are woken by Redis. A writer's release, and the last reader's,
+// hands the lock to the first waiting writer with the message that wakes
+// it, as Mutex does: writers go in arrival order, and a writer that
+// arrives while the lock is free may take it ahead of the line only while
+// the first writer has waited less than a millisecond. A writer's release
+// that hands the lock to no writer wakes every waiting reader. Under
+// PreferReaders the first writer is only woken, to try beside the readers.
 type RWMutex struct {
 	lock
 	owner // the writer
@@ -69,7 +63,7 @@ var _ Locker = (*RWMutex)(nil)
 // own, separate from the Mutex of the same name. Invalid names or options
 // do not panic: every call of the RWMutex then fails with ErrInvalid.
 func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
-	rw := &RWMutex{lock: newLock(c, kindRW, name, opts, "fence", "readers", "rexp", "rmeta", "intent")}
+	rw := &RWMutex{lock: newLock(c, kindRW, name, opts, "fence", "readers", "rexp", "rmeta", "intent", "queue", "alive", "wmeta")}
 	rw.owner = owner{rdb: c.rdb, key: rw.keys.Key()}
 	return rw
 }
@@ -116,10 +110,11 @@ func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {
 func (rw *RWMutex) RLocker() Locker { return readSide{rw} }
 
 // Status reports the writer (Held, Metadata, TTL, Since, Fence), every
-// live reader (Readers) and whether a writer waits (WriterWaiting). Held
-// is true while a writer or any reader holds the lock.
+// live reader (Readers), the waiting writers (Waiters) and whether one of
+// them stops PreferWriters readers (WriterWaiting). Held is true while a
+// writer or any reader holds the lock.
 func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
-	v, err := rw.evalSlice(ctx, "status of", rwStatus, 7)
+	v, err := rw.evalSlice(ctx, "status of", rwStatus, 8)
 	if err != nil {
 		return Status{}, err
 	}
@@ -136,6 +131,7 @@ func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 	}
 	st.Held = st.Held || len(st.Readers) > 0
 	st.WriterWaiting = toInt(v[6]) == 1
+	st.Waiters = waitersOf(v[7])
 	return st, nil
 }
 
@@ -146,22 +142,30 @@ func (rw *RWMutex) readersChannel() string { return rw.keys.Channel() }
 func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 
 // writer is the acquisition of the write side; block says whether the
-// caller will wait, and so whether it registers an intention.
+// caller will wait, and so whether it joins the writers' line (with an
+// intention, under PreferWriters).
 func (rw *RWMutex) writer(block bool) *acquisition {
-	var live time.Duration
+	join, intend := 0, 0
 	a := rw.acquisition(rw.writersChannel())
 	a.ops = func(attempt) leaseOps { return rw }
-	a.leave = rw.leave
-	if block && rw.cfg.rwMode == PreferWriters {
-		// Only a writer that waits has a use for an intention (TryLock
-		// does not wait), and a PreferReaders writer asks readers for
-		// nothing. The intention lives as long as the waiter keeps
-		// trying: its heartbeat renews it, so a dead writer's lapses.
-		live = rwIntentLiveness
-		a.heartbeat = rwHeartbeat
+	a.leave = func(ctx context.Context, tok string) error {
+		return rw.handOver(ctx, rwLeave, tok).Err()
+	}
+	if block {
+		// Only a writer that waits has a use for a place in the line
+		// (TryLock does not wait), and a PreferReaders writer asks readers
+		// for nothing. The place lives as long as the waiter keeps trying:
+		// its heartbeat renews it, so a dead writer's lapses.
+		join = 1
+		a.heartbeat = queueHeartbeat
+		a.handOff = queueLiveness
+		if rw.cfg.rwMode == PreferWriters {
+			intend = 1
+		}
 	}
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parseAttempt(rw.run(ctx, rwLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata, millis(live)).Slice())
+		return parseAttempt(rw.run(ctx, rwLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata,
+			join, millis(queueLiveness), intend, mutexStarve.Microseconds()).Slice())
 	}
 	return a
 }
@@ -196,15 +200,16 @@ func (rw *RWMutex) reader() *acquisition {
 	return a
 }
 
-// release frees a writer's lease.
+// release frees a writer's lease, handing the lock on (see rw_unlock.lua).
 func (rw *RWMutex) release(ctx context.Context, tok string) (bool, error) {
-	return rw.run(ctx, rwUnlock, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Bool()
+	return rw.handOver(ctx, rwUnlock, tok).Bool()
 }
 
-// leave withdraws a writer that gives up: its intention, and the write
-// side if a try of its own took it unseen.
-func (rw *RWMutex) leave(ctx context.Context, tok string) error {
-	return rw.run(ctx, rwLeave, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel()).Err()
+// handOver runs a script that lets a writer's hold on the lock go,
+// handing the lock to the next writer or the readers (rw_unlock,
+// rw_leave). Writers barge as Mutex waiters do (mutexStarve).
+func (rw *RWMutex) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
+	return rw.run(ctx, s, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel(), mutexStarve.Microseconds())
 }
 
 // readSide is the read half of an RWMutex: the Locker that RLocker
@@ -223,7 +228,7 @@ func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (b
 }
 
 func (r readSide) release(ctx context.Context, tok string) (bool, error) {
-	return r.rw.run(ctx, rwRUnlock, tok, r.rw.c.hub.PublishCommand(), r.rw.writersChannel()).Bool()
+	return r.rw.run(ctx, rwRUnlock, tok, r.rw.c.hub.PublishCommand(), r.rw.writersChannel(), mutexStarve.Microseconds()).Bool()
 }
 
 func (r readSide) client() redis.UniversalClient { return r.rw.c.rdb }

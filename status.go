@@ -18,7 +18,8 @@ type Status struct {
 	// Fence is the holder's fence, or when free the last fence issued if
 	// Redis still remembers it (0 otherwise).
 	Fence uint64
-	// Waiters are the live callers queued for a FairMutex, first first.
+	// Waiters are the live callers queued for a Mutex or FairMutex, or the
+	// writers waiting for an RWMutex, first first.
 	Waiters []Waiter
 	// Readers are the live read shares of an RWMutex, oldest first. For an
 	// RWMutex, Held is true while a writer or any reader holds it, and
@@ -41,7 +42,7 @@ type Holder struct {
 	Fence    uint64        // its fence
 }
 
-// Waiter is one caller queued for a FairMutex.
+// Waiter is one caller queued for a lock (see Status.Waiters).
 type Waiter struct {
 	Metadata string    // the waiter's WithMetadata text
 	Since    time.Time // when it joined the queue, by Redis' clock

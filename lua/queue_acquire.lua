@@ -33,37 +33,15 @@ if fence then
 end
 local now_ms = math.floor(now / 1000)
 head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
-local barge = false
-if not holder and head and head ~= tok then
-  local starve = tonumber(ARGV[6])
-  barge = starve > 0 and now - order < starve
-end
-if not holder and (head == nil or head == tok or barge) then
+if not holder and may_take(head, order, tok, now, tonumber(ARGV[6])) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
     drop_waiters(KEYS[3], KEYS[4], KEYS[5], {tok})
   end
   return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)}
 end
-local live = tonumber(ARGV[5])
 if ARGV[4] == '1' then
-  if not redis.call('ZSCORE', KEYS[3], tok) then
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-    local order = now
-    if last[2] then
-      order = next_fence(tonumber(last[2]), now)
-    end
-    redis.call('ZADD', KEYS[3], order, tok)
-    redis.call('HSET', KEYS[5], tok, ARGV[3])
-    if not head then
-      head = tok
-    end
-  end
-  redis.call('ZADD', KEYS[4], now_ms + live, tok)
-  -- The queue's keys live as long as a waiter heartbeats, no longer.
-  redis.call('PEXPIRE', KEYS[3], 2 * live)
-  redis.call('PEXPIRE', KEYS[4], 2 * live)
-  redis.call('PEXPIRE', KEYS[5], 2 * live)
+  join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
 end
 if holder then
   return {0, redis.call('PTTL', KEYS[1]), holder.fence, now}

@@ -11,15 +11,12 @@
 -- ARGV[4]  starve_us, as for queue_release
 -- Returns  1 when the caller was queued or held the lock, else 0.
 local tok = ARGV[1]
-local first = first_waiter(KEYS[3]) == tok
-local removed = redis.call('ZREM', KEYS[3], tok)
-redis.call('ZREM', KEYS[4], tok)
-redis.call('HDEL', KEYS[5], tok)
+local removed, first = withdraw(KEYS[3], KEYS[4], KEYS[5], tok)
 local held = owns(KEYS[1], tok)
-if held or (first and redis.call('EXISTS', KEYS[1]) == 0) then
-  hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]))
-end
 if held then
-  return 1
+  redis.call('DEL', KEYS[1])
 end
-return removed
+if held or (first and redis.call('EXISTS', KEYS[1]) == 0) then
+  hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3]))
+end
+return (held or removed) and 1 or 0

@@ -13,5 +13,6 @@
 if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
-hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]))
+redis.call('DEL', KEYS[1])
+hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3]))
 return 1

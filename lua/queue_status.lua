@@ -10,14 +10,5 @@
 -- Waiters past their liveness deadline are left out.
 local now_ms = time_ms()
 local out = owner_status(KEYS[1], KEYS[2])
-local q = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
-local waiters = {}
-for i = 1, #q, 2 do
-  local deadline = tonumber(redis.call('ZSCORE', KEYS[4], q[i]) or '0')
-  if deadline > now_ms then
-    table.insert(waiters, redis.call('HGET', KEYS[5], q[i]) or '')
-    table.insert(waiters, math.floor(tonumber(q[i + 1]) / 1000))
-  end
-end
-table.insert(out, waiters)
+table.insert(out, live_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms))
 return out

@@ -1,31 +1,41 @@
 -- rw_leave.lua: withdraw a writer that stops waiting, or whose try's reply
--- was lost: its intention, and the write side if a try of its own took it
--- (the caller saw an error and will never unlock). Wake whom that lets in:
--- on a release, every reader and one writer per client, as rw_unlock does;
--- when the last intention goes and no writer holds the lock, the readers
--- it stopped (otherwise they would sleep until its deadline).
+-- was lost: its place in the writers' line and its intention, and the
+-- write side if a try of its own took it or a release handed it over (the
+-- caller will never unlock). Move on whom that lets in: as rw_unlock does
+-- when it held the lock, or was first in line for a free lock no reader
+-- holds; when its intention was the last one and no writer holds the
+-- lock, wake the readers it stopped (else they sleep until its deadline).
 -- KEYS[1]  the writer's owner key
--- KEYS[6]  intentions: zset writer token -> deadline (server ms)
---          (KEYS[2..5] unused)
+-- KEYS[2]  the last fence
+-- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
+-- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
+--          KEYS[9] its metadata
 -- ARGV[1]  token of the writer
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the readers' release channel
 -- ARGV[4]  the writers' release channel
--- Returns  1 when the writer had an intention or held the write side,
---          else 0 (nothing changes).
+-- ARGV[5]  starve_us, as for rw_unlock
+-- Returns  1 when the writer was in line or held the write side, else 0.
 local tok = ARGV[1]
+local queued, first = withdraw(KEYS[7], KEYS[8], KEYS[9], tok)
 local intended = redis.call('ZREM', KEYS[6], tok) == 1
-if owns(KEYS[1], tok) then
+local held = owns(KEYS[1], tok)
+if held then
   redis.call('DEL', KEYS[1])
-  redis.call(ARGV[2], ARGV[3], 'all')
-  redis.call(ARGV[2], ARGV[4], 'one')
-  return 1
 end
-if not intended then
-  return 0
+local now_ms = time_ms()
+if held or (first and redis.call('EXISTS', KEYS[1]) == 0) then
+  local reader, fence = first_waiter(KEYS[3])
+  reader = live_first(KEYS[3], KEYS[4], KEYS[5], reader, fence, now_ms)
+  if not reader then
+    next_writer(KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), true)
+    return 1
+  end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', time_ms())
-if redis.call('ZCARD', KEYS[6]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call(ARGV[2], ARGV[3], 'all')
+if intended then
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
+  if redis.call('ZCARD', KEYS[6]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call(ARGV[2], ARGV[3], 'all')
+  end
 end
-return 1
+return (held or queued or intended) and 1 or 0

@@ -1,49 +1,77 @@
 -- rw_lock.lua: take the write side of an RWMutex if no writer and no live
--- reader holds it. Otherwise, when asked, register or renew the caller's
--- intention to write: while it lives, PreferWriters readers wait.
+-- reader holds it and the caller may have it: it is first in the writers'
+-- line, or the line is empty, or the first writer has not yet waited
+-- starve_us (a newcomer may barge in, as with Mutex). Otherwise, when
+-- asked, put the caller in the writers' line, or renew its place, and
+-- with it the caller's intention: while it lives, PreferWriters readers
+-- wait.
 -- KEYS[1]  the writer: the owner key (see lib/owner.lua), expiring with the lease
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers: zset token -> fence
 -- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
 -- KEYS[5]  reader details: hash token -> "<since ms>:<metadata>"
 -- KEYS[6]  intentions: zset writer token -> deadline (server ms)
+-- KEYS[7]  the writers' line: zset token -> arrival order (strictly rising)
+-- KEYS[8]  its liveness: zset token -> deadline (server ms)
+-- KEYS[9]  its metadata: hash token -> metadata
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in ms; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Status
--- ARGV[4]  intention liveness in ms; 0 = register none (TryLock, PreferReaders)
+-- ARGV[4]  1 to join the line when not granted (Lock), 0 not to (TryLock)
+-- ARGV[5]  waiter liveness timeout in ms
+-- ARGV[6]  1 to hold an intention while in the line (PreferWriters), 0 not to
+-- ARGV[7]  starve_us: how long the first writer may wait before newcomers
+--          must queue behind it
 -- Returns  {1, fence} when taken (also when this token already holds it:
---          a try may be sent again after a lost reply; the lease's TTL
---          then starts anew);
+--          a try may be sent again after a lost reply, or the lock was
+--          handed to it; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
---           woken), holder: the writer's fence, else the oldest reader's}.
-local tok, ttl, live = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+--           woken), holder: the writer's fence, else the oldest reader's,
+--           else 0 (another writer is first), server time in µs (a
+--           hand-off to this token dated before it was void by now)}.
+local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 -- Readers are pruned as waiters are: their expiries are the alive set.
 local oldest, oldest_fence = first_waiter(KEYS[3])
 oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
--- No reader: one SET NX takes the write side if no writer has it.
-local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest)
+local head, order = first_waiter(KEYS[7])
+-- Nobody reading or waiting: one SET NX takes the write side if free.
+local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest and not head)
 if fence then
-  if live > 0 then
-    -- A waiting writer's intention ends with its wait.
-    redis.call('ZREM', KEYS[6], tok)
-  end
   return {1, fence}
 end
-if live > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
-  redis.call('ZADD', KEYS[6], now_ms + live, tok)
-  redis.call('PEXPIRE', KEYS[6], 2 * live)
+head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
+if not w and not oldest and may_take(head, order, tok, now, tonumber(ARGV[7])) then
+  if head then
+    drop_waiters(KEYS[7], KEYS[8], KEYS[9], {tok})
+    redis.call('ZREM', KEYS[6], tok)
+  end
+  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)}
+end
+if ARGV[4] == '1' then
+  local live = tonumber(ARGV[5])
+  join_queue(KEYS[7], KEYS[8], KEYS[9], tok, ARGV[3], now, live)
+  if ARGV[6] == '1' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
+    redis.call('ZADD', KEYS[6], now_ms + live, tok)
+    redis.call('PEXPIRE', KEYS[6], 2 * live)
+  end
 end
 if w then
-  return {0, redis.call('PTTL', KEYS[1]), w.fence}
+  return {0, redis.call('PTTL', KEYS[1]), w.fence, now}
 end
--- Readers hold it: worth a try unasked when the first of them expires.
--- Past it already (more expired readers than one prune takes): at once.
-local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
-local wait = -1
-if first ~= 'inf' then
-  wait = math.max(0, tonumber(first) - now_ms)
+if oldest then
+  -- Readers hold it: worth a try unasked when the first of them expires
+  -- (past it already, more expired readers than one prune takes: at
+  -- once), though the last one's release hands the lock on.
+  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
+  local wait = -1
+  if first ~= 'inf' then
+    wait = math.max(0, tonumber(first) - now_ms)
+  end
+  return {0, wait, oldest_fence, now}
 end
-return {0, wait, oldest_fence}
+-- Free, but another writer is first: it takes the lock, or is pruned at
+-- its liveness deadline.
+return {0, tonumber(redis.call('ZSCORE', KEYS[8], head)) - now_ms, 0, now}

@@ -2,7 +2,8 @@
 -- KEYS[1]  the writer's owner key
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
--- KEYS[6]  intentions
+-- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
+--          KEYS[9] its metadata
 -- ARGV     none
 -- Returns  {held by a writer (0|1), the writer's remaining TTL in ms (-1:
 --           never expires, -2: no writer), fence (the writer's, else the
@@ -10,8 +11,10 @@
 --           at (server ms),
 --           readers: flat list of {metadata, remaining TTL in ms (-1:
 --           never expires), fence, acquired at (server ms)}, oldest first,
---           1 when a writer's intention is alive, else 0}
--- Readers and intentions past their deadline are left out.
+--           1 when a writer's intention is alive, else 0,
+--           waiting writers: flat list of {metadata, arrived at (server
+--           ms)} in order}
+-- Readers, intentions and writers past their deadline are left out.
 local now_ms = time_ms()
 local out = owner_status(KEYS[1], KEYS[2])
 local rs = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
@@ -37,4 +40,5 @@ if redis.call('ZCOUNT', KEYS[6], '(' .. int(now_ms), '+inf') > 0 then
   waiting = 1
 end
 table.insert(out, waiting)
+table.insert(out, live_waiters(KEYS[7], KEYS[8], KEYS[9], now_ms))
 return out

@@ -42,28 +42,83 @@ local function live_first(queue, alive, wmeta, first, order, now_ms)
   return first, order
 end
 
--- hand_over frees the lock of a holder that let it go, or hands it straight
--- to the first live waiter, so that a hand-off costs one message: the
--- waiter is made the holder, with a fence, until its liveness deadline (a
--- granted waiter that died delays the lock no longer than a queued one
--- would), is taken out of the queue, and is told on channel (sent with
--- publish, PUBLISH or SPUBLISH) by "<token> <fence> <now µs>". Its first
--- renewal sets its own TTL. While the first waiter has waited less than
--- starve_us the lock is freed instead, and the waiter woken by "<token>"
--- to try for it: a newcomer may take it meanwhile (Mutex).
-local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us)
-  local tok, order = first_waiter(queue)
-  local now
-  if tok then
-    now = now_us()
-    tok, order = live_first(queue, alive, wmeta, tok, order, math.floor(now / 1000))
-  end
-  if not tok or now - order < starve_us then
-    redis.call('DEL', owner)
-    if tok then
-      redis.call(publish, channel, tok)
+-- may_take reports whether tok may take a free lock at now (µs), given
+-- head and order, the first live waiter and its arrival: when nobody
+-- waits, tok is first, or the first has waited less than starve_us, so
+-- that a newcomer barges in as with sync.Mutex (starve_us 0: never).
+local function may_take(head, order, tok, now, starve_us)
+  return head == nil or head == tok or (starve_us > 0 and now - order < starve_us)
+end
+
+-- join_queue puts tok at the end of queue unless it is there already,
+-- and renews its liveness deadline to now_ms + live_ms: a waiter's try is
+-- its heartbeat. The queue's keys live as long as a waiter heartbeats, no
+-- longer. Arrival order is the server clock (µs), strictly rising.
+local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms)
+  if not redis.call('ZSCORE', queue, tok) then
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    local order = now
+    if last then
+      order = next_fence(tonumber(last), now)
     end
-    return
+    redis.call('ZADD', queue, order, tok)
+    redis.call('HSET', wmeta, tok, meta)
+  end
+  redis.call('ZADD', alive, math.floor(now / 1000) + live_ms, tok)
+  redis.call('PEXPIRE', queue, 2 * live_ms)
+  redis.call('PEXPIRE', alive, 2 * live_ms)
+  redis.call('PEXPIRE', wmeta, 2 * live_ms)
+end
+
+-- withdraw takes tok out of the queue, and returns whether it was in it
+-- and whether it was first.
+local function withdraw(queue, alive, wmeta, tok)
+  local first = first_waiter(queue) == tok
+  local removed = redis.call('ZREM', queue, tok) == 1
+  redis.call('ZREM', alive, tok)
+  redis.call('HDEL', wmeta, tok)
+  return removed, first
+end
+
+-- live_waiters lists the waiters of queue alive at now_ms, in order, as a
+-- flat list of {metadata, arrived at (server ms)}, for a status reply.
+local function live_waiters(queue, alive, wmeta, now_ms)
+  local q = redis.call('ZRANGE', queue, 0, -1, 'WITHSCORES')
+  local out = {}
+  for i = 1, #q, 2 do
+    local deadline = tonumber(redis.call('ZSCORE', alive, q[i]) or '0')
+    if deadline > now_ms then
+      table.insert(out, redis.call('HGET', wmeta, q[i]) or '')
+      table.insert(out, math.floor(tonumber(q[i + 1]) / 1000))
+    end
+  end
+  return out
+end
+
+-- hand_over gives a lock its holder has just let go (the owner key is
+-- free) straight to the first live waiter, so that a hand-off costs one
+-- message: the waiter is made the holder, with a fence, until its
+-- liveness deadline (a granted waiter that died delays the lock no longer
+-- than a queued one would), is taken out of the queue, and is told on
+-- channel (sent with publish, PUBLISH or SPUBLISH) by
+-- "<token> <fence> <now µs>". Its first renewal sets its own TTL. While
+-- the first waiter has waited less than starve_us the lock stays free
+-- instead, and the waiter is woken by "<token>" to try for it: a newcomer
+-- may take it meanwhile (Mutex). tok and order are the first waiter and
+-- its arrival as first_waiter read them (nil: nobody waits). It returns
+-- the token it handed the lock to, or nil.
+local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us, tok, order)
+  if not tok then
+    return nil
+  end
+  local now = now_us()
+  tok, order = live_first(queue, alive, wmeta, tok, order, math.floor(now / 1000))
+  if not tok then
+    return nil
+  end
+  if now - order < starve_us then
+    redis.call(publish, channel, tok)
+    return nil
   end
   local live = tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000)
   local meta = redis.call('HGET', wmeta, tok) or ''
@@ -71,4 +126,5 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   local fence = issue_fence(fence_key, now)
   redis.call('SET', owner, owner_value(tok, fence, now, '', meta), 'PX', live)
   redis.call(publish, channel, table.concat({tok, int(fence), int(now)}, ' '))
+  return tok
 end
