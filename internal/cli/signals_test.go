@@ -140,3 +140,24 @@ func TestStatusTableMutexWaiters(t *testing.T) {
 		t.Errorf("status table does not show the mutex's waiter")
 	}
 }
+
+func TestStatusTableRWWriters(t *testing.T) {
+	srv := redistest.Start(t)
+	c := dlock.New(srv.Client(t))
+	defer c.Close()
+	ctx := context.Background()
+	r, err := c.RWMutex("rw").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go c.RWMutex("rw").Lock(wctx)
+	time.Sleep(300 * time.Millisecond)
+	_, out, _ := dl(t, srv, "status", "rw")
+	t.Logf("table:\n%s", out)
+	if !strings.Contains(out, "1 readers, 1 writers queued, new readers wait") {
+		t.Errorf("status table does not show the reader, the queued writer and its intention")
+	}
+}

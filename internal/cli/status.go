@@ -183,7 +183,7 @@ func writeTable(w io.Writer, sts []dlock.Status) {
 }
 
 // waiting summarises who else is in the lock: queued waiters, readers,
-// a waiting writer, free members.
+// queued writers and whether they hold new readers back, free members.
 func waiting(st dlock.Status) string {
 	var parts []string
 	switch st.Kind {
@@ -191,8 +191,11 @@ func waiting(st dlock.Status) string {
 		parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
 	case "rw":
 		parts = append(parts, fmt.Sprintf("%d readers", len(st.Readers)))
+		if len(st.Waiters) > 0 {
+			parts = append(parts, fmt.Sprintf("%d writers queued", len(st.Waiters)))
+		}
 		if st.WriterWaiting {
-			parts = append(parts, "writer waiting")
+			parts = append(parts, "new readers wait")
 		}
 	case "set":
 		parts = append(parts, fmt.Sprintf("%d/%d free", st.Free, st.Members))
