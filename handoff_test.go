@@ -19,8 +19,9 @@ import (
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
-// queuedLock is a Mutex, a FairMutex or the write side of an RWMutex: the
-// locks whose release hands the lock straight to the first waiter.
+// queuedLock is a Mutex, a FairMutex, the write side of an RWMutex or a
+// MutexSet of one member (see oneMember): the locks whose release hands
+// the lock straight to the first waiter.
 type queuedLock interface {
 	Lock(ctx context.Context) (*dlock.Lease, error)
 	Status(ctx context.Context) (dlock.Status, error)
@@ -37,6 +38,38 @@ var queuedKinds = []struct {
 	{"RWMutex", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
 		return c.RWMutex(name, opts...)
 	}},
+	{"MutexSet", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
+		s := c.MutexSet(name, opts...)
+		return oneMember{s, s.Add(context.Background(), "only")}
+	}},
+}
+
+// oneMember is a MutexSet of one member as a queuedLock: Lock acquires any
+// member, and Status describes the member's holder as a lock's.
+type oneMember struct {
+	*dlock.MutexSet
+	err error // from adding the member
+}
+
+func (s oneMember) Lock(ctx context.Context) (*dlock.Lease, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.Acquire(ctx)
+}
+
+func (s oneMember) Status(ctx context.Context) (dlock.Status, error) {
+	st, err := s.MutexSet.Status(ctx)
+	if err != nil {
+		return st, err
+	}
+	ms, err := s.Members(ctx)
+	for _, m := range ms {
+		if m.Held {
+			st.Metadata, st.TTL, st.Since, st.Fence = m.Metadata, m.TTL, m.Since, m.Fence
+		}
+	}
+	return st, err
 }
 
 // triesBy counts the acquire scripts a client sends for a lock with

@@ -2,9 +2,10 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,15 @@ const setBatch = 1000
 // Cost: acquiring any member, releasing, renewing and Status are O(log n)
 // in the set's size (one Lua script each, one round trip), plus O(k) for
 // the k expired leases an acquire clears on the way (at most 100 per
-// call). Waiters for any member are woken by a release or an Add, and by
-// themselves when the first lease in the set would run out; waiters for a
-// named member by that member's release or expiry.
+// call), and with waiters O(w) for the first w (at most 100) looked at.
+//
+// Waiting: callers that wait queue in Redis in arrival order, each for
+// the member it names or for any, and a release (or an Add) hands the
+// member to the first waiter that would take it, with the message that
+// wakes it, as a Mutex release does; a newcomer may take a free member
+// ahead of that waiter only while it has waited under a millisecond.
+// Waiters also wake by themselves when the lease they wait for would run
+// out (for any member, the first lease in the set).
 type MutexSet struct{ lock }
 
 // MemberStatus describes one member of a MutexSet as Redis has it at one
@@ -68,7 +75,7 @@ type MemberStatus struct {
 func (c *Client) MutexSet(name string, opts ...LockOption) *MutexSet {
 	// The KEYS layout of every set script: see set.lua.
 	return &MutexSet{newLock(c, kindSet, name, opts,
-		"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last")}
+		"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last", "queue", "alive", "wmeta")}
 }
 
 // Add puts members into the set, free and never used, and wakes waiters
@@ -128,7 +135,7 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 // trip. If no member is free, or the set has none, it returns
 // ErrNotAcquired and changes nothing.
 func (s *MutexSet) TryAcquire(ctx context.Context) (*Lease, error) {
-	return s.c.acquire(ctx, s.acquisition(""), false)
+	return s.c.acquire(ctx, s.acquisition("", false), false)
 }
 
 // Acquire takes the least recently used free member, waiting while none
@@ -138,7 +145,7 @@ func (s *MutexSet) TryAcquire(ctx context.Context) (*Lease, error) {
 // matching ErrNotAcquired when WithStallTimeout ran out (no member changed
 // hands for that long); either way it leaves the set unchanged.
 func (s *MutexSet) Acquire(ctx context.Context) (*Lease, error) {
-	return s.c.acquire(ctx, s.acquisition(""), true)
+	return s.c.acquire(ctx, s.acquisition("", true), true)
 }
 
 // TryAcquireMember takes the named member if it is free, in one round
@@ -149,7 +156,7 @@ func (s *MutexSet) TryAcquireMember(ctx context.Context, member string) (*Lease,
 	if err := s.checkMember(member); err != nil {
 		return nil, err
 	}
-	return s.c.acquire(ctx, s.acquisition(member), false)
+	return s.c.acquire(ctx, s.acquisition(member, false), false)
 }
 
 // AcquireMember takes the named member, waiting while it is held: until it
@@ -161,7 +168,7 @@ func (s *MutexSet) AcquireMember(ctx context.Context, member string) (*Lease, er
 	if err := s.checkMember(member); err != nil {
 		return nil, err
 	}
-	return s.c.acquire(ctx, s.acquisition(member), true)
+	return s.c.acquire(ctx, s.acquisition(member, true), true)
 }
 
 // Do acquires any member as Acquire does, runs fn with it, and releases
@@ -210,9 +217,10 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 // whether any member is held; TTL is the time until the first held lease
 // runs out (-1 if none ever does, 0 if nothing is held), that is, when a
 // member frees by itself at the latest; Fence is the last fence issued in
-// the set. Metadata and Since stay empty: Members lists the holders.
+// the set; Waiters are the callers queued for a member, first first.
+// Metadata and Since stay empty: Members lists the holders.
 func (s *MutexSet) Status(ctx context.Context) (Status, error) {
-	v, err := s.evalSlice(ctx, "status of", setStatus, 4)
+	v, err := s.evalSlice(ctx, "status of", setStatus, 5)
 	if err != nil {
 		return Status{}, err
 	}
@@ -228,38 +236,41 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 	if st.Held {
 		st.TTL = ttlOf(toInt(v[2]))
 	}
+	st.Waiters = waitersOf(v[4])
+	for i, w := range st.Waiters {
+		st.Waiters[i].Member, st.Waiters[i].Metadata = splitSetWaiter(w.Metadata)
+	}
 	return st, nil
 }
 
 // acquisition describes taking member, or any member when it is "".
-// Waiters for any member listen on the set's channel, waiters for a named
-// one on the member's: a release announces itself on both.
-func (s *MutexSet) acquisition(member string) *acquisition {
+// Waiters queue in Redis, each for the member it names or for any, and a
+// release hands the member to the first waiter that would take it (see
+// set_hand_over in lua/lib/set.lua). Waiters for any member listen on the
+// set's channel, waiters for a named one on the member's. A caller that
+// will wait (block) joins the queue.
+func (s *MutexSet) acquisition(member string, block bool) *acquisition {
+	join := 0
 	a := s.lock.acquisition(s.keys.Channel())
+	if block {
+		join = 1
+		a.heartbeat = queueHeartbeat
+		a.handOff = queueLiveness
+	}
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parseSetAttempt(s.run(ctx, setAcquire, tok, millis(s.cfg.ttl), s.cfg.metadata, member).Slice())
+		return parseSetAttempt(s.run(ctx, setAcquire, tok, millis(s.cfg.ttl), s.cfg.metadata, member,
+			join, millis(queueLiveness), mutexStarve.Microseconds()).Slice())
 	}
 	a.ops = func(r attempt) leaseOps { return setMember{s, r.member} }
-	a.leave = s.leave
+	a.leave = func(ctx context.Context, tok string) error {
+		return s.run(ctx, setLeave, tok, s.c.hub.PublishCommand(), s.keys.Channel(), mutexStarve.Microseconds()).Err()
+	}
 	if member != "" {
 		a.what = fmt.Sprintf("member of mutex set %q", s.name)
 		a.name = member
 		a.channel = s.keys.MemberChannel(member)
 	}
 	return a
-}
-
-// leave releases the member that a try of tok's took unseen, if any.
-func (s *MutexSet) leave(ctx context.Context, tok string) error {
-	member, err := s.c.rdb.HGet(ctx, s.kl[4], tok).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return nil
-	case err != nil:
-		return err
-	}
-	_, err = setMember{s, member}.release(ctx, tok)
-	return err
 }
 
 // parseSetAttempt reads set_acquire's reply: {1, fence, member},
@@ -280,6 +291,17 @@ func parseSetAttempt(v []any, err error) (attempt, error) {
 	}
 	r.member, _ = v[2].(string)
 	return r, nil
+}
+
+// splitSetWaiter splits a MutexSet waiter's entry, "<n>:<member><metadata>"
+// with the member n bytes long, into the member ("" for any) and metadata.
+func splitSetWaiter(e string) (member, meta string) {
+	n, rest, _ := strings.Cut(e, ":")
+	k, err := strconv.Atoi(n)
+	if err != nil || k < 0 || k > len(rest) {
+		return "", e
+	}
+	return rest[:k], rest[k:]
 }
 
 // parseMembers reads set_members' reply: {next, flat list of 7 per member}.
@@ -342,9 +364,11 @@ func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (
 	return m.s.run(ctx, setRefresh, tok, millis(ttl), m.member).Bool()
 }
 
+// release frees the member, handing it to the first waiter that would
+// take it (set_release.lua). Members barge as a Mutex does (mutexStarve).
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
 	return m.s.run(ctx, setRelease, tok, m.member,
-		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), m.s.keys.MemberChannel(m.member)).Bool()
+		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), mutexStarve.Microseconds()).Bool()
 }
 
 func (m setMember) client() redis.UniversalClient { return m.s.c.rdb }

@@ -977,3 +977,77 @@ func BenchmarkMutexSetTryAcquireUnlock(b *testing.B) {
 		})
 	}
 }
+
+// TestSetQueue: waiters for a member queue in arrival order whether they
+// name it or take any; Status lists them with what they wait for; a
+// release goes to the first that would take the member, and Add hands a
+// new member to the first waiter for any member.
+func TestSetQueue(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	s := c.MutexSet("queue", dlock.WithTTL(30*time.Second))
+	if err := s.Add(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	hx := mustAcquireMember(t, s, "x")
+	got := make(chan *dlock.Lease, 3)
+	queue := func(meta string, acquire func(*dlock.MutexSet, context.Context) (*dlock.Lease, error), n int) {
+		go func() {
+			l, err := acquire(c.MutexSet("queue", dlock.WithMetadata(meta)), ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		waitQueued(t, s, n)
+	}
+	anyMember := func(s *dlock.MutexSet, ctx context.Context) (*dlock.Lease, error) { return s.Acquire(ctx) }
+	memberX := func(s *dlock.MutexSet, ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, "x") }
+	queue("any-1", anyMember, 1)
+	queue("x", memberX, 2)
+	queue("any-2", anyMember, 3)
+	var ws []string
+	for _, w := range statusOf(t, s).Waiters {
+		ws = append(ws, w.Metadata+"/"+w.Member)
+	}
+	if want := []string{"any-1/", "x/x", "any-2/"}; !slices.Equal(ws, want) {
+		t.Fatalf("waiters %q, want %q", ws, want)
+	}
+	time.Sleep(5 * time.Millisecond) // past the millisecond a newcomer may barge in
+
+	next := func(want string) *dlock.Lease {
+		t.Helper()
+		select {
+		case l := <-got:
+			if l == nil {
+				t.FailNow()
+			}
+			ms, err := s.Members(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(ms, func(m dlock.MemberStatus) bool { return m.Held && m.Metadata == want }) {
+				t.Errorf("members %+v after a hand-off; want one held by %q", ms, want)
+			}
+			return l
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no waiter got a member; want %q", want)
+		}
+		return nil
+	}
+	mustUnlock(t, hx)
+	first := next("any-1")
+	if err := s.Add(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	second := next("any-2") // the new member, though "x" waits first: it waits for x
+	if second.Name() != "y" {
+		t.Errorf("the any-member waiter got %q, want the added member", second.Name())
+	}
+	mustUnlock(t, first)
+	third := next("x")
+	if third.Name() != "x" {
+		t.Errorf("the waiter for x got %q", third.Name())
+	}
+	mustUnlock(t, second, third)
+}

@@ -40,6 +40,7 @@ var (
 	setRemove  = lua.MustLoad("set_remove.lua")
 	setAcquire = lua.MustLoad("set_acquire.lua")
 	setRelease = lua.MustLoad("set_release.lua")
+	setLeave   = lua.MustLoad("set_leave.lua")
 	setRefresh = lua.MustLoad("set_refresh.lua")
 	setHeld    = lua.MustLoad("set_held.lua")
 	setMembers = lua.MustLoad("set_members.lua")

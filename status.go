@@ -18,8 +18,8 @@ type Status struct {
 	// Fence is the holder's fence, or when free the last fence issued if
 	// Redis still remembers it (0 otherwise).
 	Fence uint64
-	// Waiters are the live callers queued for a Mutex or FairMutex, or the
-	// writers waiting for an RWMutex, first first.
+	// Waiters are the live callers queued for a Mutex, FairMutex or
+	// MutexSet, or the writers waiting for an RWMutex, first first.
 	Waiters []Waiter
 	// Readers are the live read shares of an RWMutex, oldest first. For an
 	// RWMutex, Held is true while a writer or any reader holds it, and
@@ -46,4 +46,7 @@ type Holder struct {
 type Waiter struct {
 	Metadata string    // the waiter's WithMetadata text
 	Since    time.Time // when it joined the queue, by Redis' clock
+	// Member is the MutexSet member it waits for; "" for any member, and
+	// for the other locks.
+	Member string
 }

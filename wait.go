@@ -130,7 +130,9 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	if g == "" || s.a.handOff == 0 || ttl == 0 || ctx.Err() != nil {
 		return nil
 	}
-	f, t, _ := strings.Cut(g, " ")
+	// "<fence> <server µs>", and for a MutexSet " <member>".
+	f, rest, _ := strings.Cut(g, " ")
+	t, member, _ := strings.Cut(rest, " ")
 	fence, err := strconv.ParseUint(f, 10, 64)
 	at, err2 := strconv.ParseInt(t, 10, 64)
 	if err != nil || err2 != nil || at < s.refusedAt {
@@ -140,7 +142,7 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	if !time.Now().Before(watchdog.Deadline(s.refused, held)) {
 		return nil
 	}
-	return s.a.grant(s.tok, attempt{ok: true, fence: fence}, s.refused, held)
+	return s.a.grant(s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held)
 }
 
 // next is how long to sleep after a try that found the lock held (<0:

@@ -1,18 +1,27 @@
 -- set_acquire.lua: take a free member of a mutex set: the one named, or
--- when none is named the least recently used one (never-used first).
--- Costs O(log n) in the set's size, plus O(k) for the k (at most 100)
--- expired leases it frees on the way.
--- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
+-- when none is named the least recently used one (never-used first), if
+-- the caller may have it: no waiter ahead of it would take that member,
+-- or that waiter has not yet waited starve_us (a newcomer may barge in,
+-- as with Mutex). Otherwise, when asked, queue the caller or renew its
+-- place. Costs O(log n) in the set's size, plus O(k) for the k (at most
+-- 100) expired leases it frees on the way, and with waiters O(w) for the
+-- w (at most 100) it looks at.
+-- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Members
 -- ARGV[4]  the member wanted; '' for any
+-- ARGV[5]  1 to join the queue when not granted (Acquire), 0 not to
+-- ARGV[6]  waiter liveness timeout in ms
+-- ARGV[7]  starve_us: how long a waiter may wait before newcomers must
+--          queue behind it
 -- Returns  {1, fence, member} when taken (also when this token already
---          holds one: a try may be sent again after a lost reply; the
---          lease's TTL then starts anew);
---          {0, ms until a lease that blocks us runs out (-1: none will;
---           only a release or an Add helps), holder: the named member's
---           fence, or for any member the set's last fence};
+--          holds one: a try may be sent again after a lost reply, or a
+--          member was handed to it; the lease's TTL then starts anew);
+--          {0, ms until it is worth trying again unasked (-1: only when
+--           woken), holder: the named member's fence, or for any member
+--           the set's last fence, server time in µs (a hand-off to this
+--           token dated before it was void by now)};
 --          {-1} when the named member is not in the set or being removed.
 local tok, ttl, meta, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local now = now_us()
@@ -27,16 +36,50 @@ if mine then
     -- lease's TTL from this try, so Redis must too.
     if ttl > 0 then
       redis.call('ZADD', KEYS[3], int(math.ceil(now / 1000) + ttl), mine)
+    else
+      redis.call('ZADD', KEYS[3], '+inf', mine)
     end
     return {1, tonumber(redis.call('HGET', KEYS[8], mine)), mine}
   end
 end
 
+local queued = first_waiter(KEYS[11])
+if queued then
+  prune_waiters(KEYS[11], KEYS[12], KEYS[13], now_ms)
+end
+-- ahead is the waiter that should have member m before the caller, and
+-- has waited long enough to keep it from a newcomer; nil when none.
+local function ahead(m)
+  if not queued then
+    return nil
+  end
+  local w, order = set_first_for(m, tok)
+  if w and now - order >= tonumber(ARGV[7]) then
+    return w
+  end
+  return nil
+end
+local function take(m)
+  if queued then
+    drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
+  end
+  return {1, set_grant(m, tok, ttl, meta, now), m}
+end
+local function refuse(wait, holder)
+  if ARGV[5] == '1' then
+    join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[6]))
+  end
+  return {0, wait, holder, now}
+end
 local function wait_for(e)
   if e == math.huge then
     return -1
   end
   return math.max(e - now_ms, 0)
+end
+-- A waiter ahead takes the member, or is pruned at its liveness deadline.
+local function behind(w, holder)
+  return refuse(tonumber(redis.call('ZSCORE', KEYS[12], w)) - now_ms, holder)
 end
 
 if want ~= '' then
@@ -45,21 +88,30 @@ if want ~= '' then
   end
   local e = set_expiry(want)
   if e and e > now_ms then
-    return {0, wait_for(e), tonumber(redis.call('HGET', KEYS[8], want) or '0')}
-  elseif e then
+    return refuse(wait_for(e), tonumber(redis.call('HGET', KEYS[8], want) or '0'))
+  end
+  local w = ahead(want)
+  if w then
+    return behind(w, 0)
+  end
+  if e then
     -- Expired, but beyond what set_reclaim freed in this call.
     set_vacate(want, e * 1000)
   end
-  return {1, set_grant(want, tok, ttl, meta, now), want}
+  return take(want)
 end
 
 local m = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if m then
-  return {1, set_grant(m, tok, ttl, meta, now), m}
+  local w = ahead(m)
+  if not w then
+    return take(m)
+  end
+  return behind(w, 0)
 end
 local wait = -1
 local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if first[2] and first[2] ~= 'inf' then
   wait = wait_for(tonumber(first[2]))
 end
-return {0, wait, tonumber(redis.call('GET', KEYS[10]) or '0')}
+return refuse(wait, tonumber(redis.call('GET', KEYS[10]) or '0'))

@@ -1,5 +1,5 @@
 -- set_held.lua: tell whether a token holds a member, without changing it.
--- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  the member
 -- Returns  1 when the token holds the member and its lease has not

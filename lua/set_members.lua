@@ -1,6 +1,6 @@
 -- set_members.lua: list a page of a mutex set's members in name (byte)
 -- order, without changing anything.
--- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  list the members after this name; '' to start at the first
 -- ARGV[2]  page size
 -- Returns  {where the next page starts ('' after the last page), members:

@@ -1,5 +1,5 @@
 -- set_refresh.lua: extend a member's lease if the token still holds it.
--- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  new TTL in milliseconds
 -- ARGV[3]  the member

@@ -3,7 +3,7 @@
 -- acquire it any more, its holder keeps it undisturbed, and it leaves the
 -- set when that lease is released or expires. Names not in the set are
 -- ignored. An emptied set deletes all its keys.
--- KEYS     the MutexSet layout described in lib/set.lua (10 keys)
+-- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1…] the members
 -- Returns  {members removed now, members left to their holders}
 local now_ms = time_ms()

@@ -117,6 +117,7 @@ type jsonHolder struct {
 	Since     time.Time `json:"since"`
 	TTLMillis *int64    `json:"ttl_ms,omitempty"`
 	Fence     uint64    `json:"fence,omitempty"`
+	Member    string    `json:"member,omitempty"` // what a MutexSet waiter waits for
 }
 
 func toJSON(st dlock.Status) jsonStatus {
@@ -128,7 +129,7 @@ func toJSON(st dlock.Status) jsonStatus {
 		j.Since = &st.Since
 	}
 	for _, w := range st.Waiters {
-		j.Waiters = append(j.Waiters, jsonHolder{Metadata: w.Metadata, Since: w.Since})
+		j.Waiters = append(j.Waiters, jsonHolder{Metadata: w.Metadata, Since: w.Since, Member: w.Member})
 	}
 	for _, r := range st.Readers {
 		j.Readers = append(j.Readers, jsonHolder{Metadata: r.Metadata, Since: r.Since, TTLMillis: millis(r.TTL), Fence: r.Fence})
@@ -199,6 +200,9 @@ func waiting(st dlock.Status) string {
 		}
 	case "set":
 		parts = append(parts, fmt.Sprintf("%d/%d free", st.Free, st.Members))
+		if len(st.Waiters) > 0 {
+			parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
+		}
 	default:
 		return "-"
 	}

@@ -14,6 +14,13 @@
 --   KEYS[9]  removing: set of members removed while held
 --   KEYS[10] last: the last fence issued in the set (changes whenever a
 --            member changes hands)
+--   KEYS[11] the waiters' queue: zset token -> arrival order (see waiters.lua)
+--   KEYS[12] their liveness: zset token -> deadline (server ms)
+--   KEYS[13] what they wait for: hash token -> "<n>:<member><metadata>",
+--            the member n bytes long ('' for any member)
+-- The set's waiters listen on its channel, those waiting for a named
+-- member on the member's: the set's channel, ':' and the member
+-- (keys.MemberChannel).
 
 -- set_owns reports whether the lease tok holds member m.
 local function set_owns(m, tok)
@@ -96,4 +103,88 @@ local function set_grant(m, tok, ttl, meta, now)
     redis.call('HSET', KEYS[6], m, meta)
   end
   return fence
+end
+
+-- set_waiter splits a waiter's entry in KEYS[13] into the member it waits
+-- for ('' for any) and its metadata.
+local function set_waiter(v)
+  local n, rest = string.match(v or '0:', '^(%d+):(.*)$')
+  n = tonumber(n)
+  return string.sub(rest, 1, n), string.sub(rest, n + 1)
+end
+
+-- set_first_for returns the first live waiter that would take member m
+-- (one waiting for m or for any member), its arrival order and its entry,
+-- looking at the first 100 waiters and none from stop on; nil when there
+-- is none. Dead waiters must have been pruned.
+local function set_first_for(m, stop)
+  local q = redis.call('ZRANGE', KEYS[11], 0, 99, 'WITHSCORES')
+  if #q == 0 then
+    return nil
+  end
+  local toks = {}
+  for i = 1, #q, 2 do
+    toks[#toks + 1] = q[i]
+  end
+  local entries = redis.call('HMGET', KEYS[13], unpack(toks))
+  for i, tok in ipairs(toks) do
+    if tok == stop then
+      return nil
+    end
+    local want = set_waiter(entries[i])
+    if want == '' or want == m then
+      return tok, tonumber(q[2 * i]), entries[i]
+    end
+  end
+  return nil
+end
+
+-- set_hand_over gives the member m, free now, straight to the first live
+-- waiter that would take it, as hand_over (waiters.lua) does for a lock:
+-- the waiter holds m until its liveness deadline, and is told on its
+-- channel by "<token> <fence> <now µs> <member>"; or, while that waiter
+-- has waited less than starve_us, it is woken by "<token>" to try. The
+-- set's channel is channel.
+local function set_hand_over(m, now, publish, channel, starve_us)
+  local first = first_waiter(KEYS[11])
+  if not first then
+    return
+  end
+  local now_ms = math.floor(now / 1000)
+  prune_waiters(KEYS[11], KEYS[12], KEYS[13], now_ms)
+  local tok, order, entry = set_first_for(m)
+  if not tok then
+    return
+  end
+  local want, meta = set_waiter(entry)
+  if want ~= '' then
+    channel = channel .. ':' .. want
+  end
+  if now - order < starve_us then
+    redis.call(publish, channel, tok)
+    return
+  end
+  local live = tonumber(redis.call('ZSCORE', KEYS[12], tok)) - now_ms
+  drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
+  local fence = set_grant(m, tok, live, meta, now)
+  redis.call(publish, channel, table.concat({tok, int(fence), int(now), m}, ' '))
+end
+
+-- set_let_go ends the holding of member m at now (µs) and passes m on: to
+-- the first waiter that would take it (see set_hand_over), or to the free
+-- members; a member removed while held leaves the set instead, and its
+-- waiters are woken to learn so. It returns whether the lease was live.
+local function set_let_go(m, now, publish, channel, starve_us)
+  local e = set_expiry(m)
+  local live = e ~= nil and e > math.floor(now / 1000)
+  local used = now
+  if e and not live then
+    used = e * 1000
+  end
+  if set_vacate(m, used) then
+    set_hand_over(m, now, publish, channel, starve_us)
+  else
+    redis.call(publish, channel .. ':' .. m, 'all')
+  end
+  return live
 end
