@@ -161,3 +161,32 @@ func TestStatusTableRWWriters(t *testing.T) {
 		t.Errorf("status table does not show the reader, the queued writer and its intention")
 	}
 }
+
+func TestStatusTableSetWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	c := dlock.New(srv.Client(t))
+	defer c.Close()
+	ctx := context.Background()
+	s := c.MutexSet("pool")
+	if err := s.Add(ctx, "only"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go c.MutexSet("pool").AcquireMember(wctx, "only")
+	time.Sleep(300 * time.Millisecond)
+	_, out, _ := dl(t, srv, "status", "pool")
+	_, js, _ := dl(t, srv, "status", "--json", "pool")
+	t.Logf("table:\n%s\njson:\n%s", out, js)
+	if !strings.Contains(out, "0/1 free, 1 queued") {
+		t.Errorf("status table does not show the set's waiter")
+	}
+	if !strings.Contains(js, `"member": "only"`) {
+		t.Errorf("status JSON does not say which member the waiter waits for")
+	}
+}
