@@ -24,6 +24,28 @@ import (
 // contender process (see runHelper).
 const helperEnv = "DLOCK_TEST_HELPER"
 
+// helperProcess is the test binary run as a helper (see runHelper);
+// exited closes once it has ended.
+type helperProcess struct {
+	*exec.Cmd
+	exited chan struct{}
+}
+
+// startHelper starts the helper called mode on the lock called name of
+// srv; it is killed, and waited for, when t ends.
+func startHelper(t *testing.T, srv *redistest.Server, mode, name string) helperProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME="+name)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := helperProcess{cmd, make(chan struct{})}
+	go func() { cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-p.exited })
+	return p
+}
+
 // lockers builds the lock under test on a client; the exclusion tests run
 // for each kind.
 var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -125,12 +123,7 @@ func TestFairDeadWaitersAhead(t *testing.T) {
 	h := mustTake(t, ctx, f.Lock)
 
 	// 1st in line: a process that will be killed.
-	doomed := exec.Command(os.Args[0], "-test.run=^$")
-	doomed.Env = append(os.Environ(), helperEnv+"=queue", "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME=dead-ahead")
-	if err := doomed.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { doomed.Process.Kill(); doomed.Wait() })
+	doomed := startHelper(t, srv, "queue", "dead-ahead")
 	waitQueued(t, f, 1)
 
 	// 2nd: a waiter whose context will be cancelled.
@@ -159,7 +152,7 @@ func TestFairDeadWaitersAhead(t *testing.T) {
 	if err := doomed.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	doomed.Wait()
+	<-doomed.exited
 	cancel()
 	if err := <-cancelled; !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v", err)

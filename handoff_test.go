@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -209,14 +207,7 @@ func TestHandOffToStoppedWaiter(t *testing.T) {
 	f := c.FairMutex("stopped", dlock.WithTTL(30*time.Second))
 	h := mustTake(t, ctx, f.Lock)
 
-	stopped := exec.Command(os.Args[0], "-test.run=^$")
-	stopped.Env = append(os.Environ(), helperEnv+"=queue", "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME=stopped")
-	if err := stopped.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { stopped.Wait(); close(exited) }()
-	t.Cleanup(func() { stopped.Process.Kill(); <-exited })
+	stopped := startHelper(t, srv, "queue", "stopped")
 	waitQueued(t, f, 1)
 	if err := stopped.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -255,7 +246,7 @@ func TestHandOffToStoppedWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case <-stopped.exited:
 		t.Fatal("the resumed waiter's Lock returned while another held the lock")
 	case <-time.After(1500 * time.Millisecond):
 	}
@@ -264,7 +255,7 @@ func TestHandOffToStoppedWaiter(t *testing.T) {
 	}
 	mustUnlock(t, live)
 	select {
-	case <-exited: // it took the lock, as it should once it was free
+	case <-stopped.exited: // it took the lock, as it should once it was free
 	case <-time.After(10 * time.Second):
 		t.Fatal("the resumed waiter did not get the lock after it was released")
 	}

@@ -424,16 +424,9 @@ func TestLockSentTwiceWhileWaitingFindsItsOwnLease(t *testing.T) {
 	c2, _ := hooked(t, srv, h)
 	ctx := t.Context()
 	first := mustTake(t, ctx, c1.Mutex("m", dlock.WithNoExpiry()).TryLock)
-	done := make(chan error, 1)
-	go func() {
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		l, err := c2.Mutex("m", dlock.WithNoExpiry()).Lock(cctx)
-		if err == nil {
-			l.Unlock(ctx)
-		}
-		done <- err
-	}()
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	done := takeAndRelease(cctx, c2.Mutex("m", dlock.WithNoExpiry()).Lock)
 	time.Sleep(300 * time.Millisecond)
 	h.armed.Store(true)
 	if err := first.Unlock(ctx); err != nil {
@@ -459,16 +452,9 @@ func TestWaiterThatGivesUpPassesItsWakeUpOn(t *testing.T) {
 	m := c2.Mutex("m", dlock.WithNoExpiry())
 	go func() { m.Lock(ctx1) }() // W1, oldest
 	time.Sleep(200 * time.Millisecond)
-	res := make(chan error, 1)
-	go func() {
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		l, err := m.Lock(cctx) // W2
-		if err == nil {
-			l.Unlock(ctx)
-		}
-		res <- err
-	}()
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	res := takeAndRelease(cctx, m.Lock) // W2
 	time.Sleep(200 * time.Millisecond)
 	h.armed.Store(true)
 	if err := holder.Unlock(ctx); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -650,12 +649,7 @@ func TestRWDeadWriterIntention(t *testing.T) {
 	r := mustTake(t, ctx, rw.RLock)
 	defer r.Unlock(ctx)
 
-	doomed := exec.Command(os.Args[0], "-test.run=^$")
-	doomed.Env = append(os.Environ(), helperEnv+"=rwwrite", "DLOCK_TEST_ADDR="+srv.Addr(), "DLOCK_TEST_NAME=dead-writer")
-	if err := doomed.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { doomed.Process.Kill(); doomed.Wait() })
+	doomed := startHelper(t, srv, "rwwrite", "dead-writer")
 	waitWriterWaiting(t, rw)
 	if _, err := rw.TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryRLock while a writer waits: %v, want ErrNotAcquired", err)
@@ -663,7 +657,7 @@ func TestRWDeadWriterIntention(t *testing.T) {
 	if err := doomed.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	doomed.Wait()
+	<-doomed.exited
 	killed := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

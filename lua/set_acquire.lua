@@ -54,7 +54,7 @@ local function ahead(m)
     return nil
   end
   local w, order = set_first_for(m, tok)
-  if w and now - order >= tonumber(ARGV[7]) then
+  if not may_take(w, order, tok, now, tonumber(ARGV[7])) then
     return w
   end
   return nil

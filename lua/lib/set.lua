@@ -160,11 +160,10 @@ local function set_hand_over(m, now, publish, channel, starve_us)
   if want ~= '' then
     channel = channel .. ':' .. want
   end
-  if now - order < starve_us then
-    redis.call(publish, channel, tok)
+  local live = hand_off_ms(KEYS[12], tok, order, now, publish, channel, starve_us)
+  if not live then
     return
   end
-  local live = tonumber(redis.call('ZSCORE', KEYS[12], tok)) - now_ms
   drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
   local fence = set_grant(m, tok, live, meta, now)
   redis.call(publish, channel, table.concat({tok, int(fence), int(now), m}, ' '))

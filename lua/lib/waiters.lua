@@ -42,12 +42,31 @@ local function live_first(queue, alive, wmeta, first, order, now_ms)
   return first, order
 end
 
+-- barging reports whether a newcomer may still take a free lock ahead of
+-- the first waiter, which arrived at order: while it has waited less than
+-- starve_us at now (µs), as with sync.Mutex (starve_us 0: never).
+local function barging(order, now, starve_us)
+  return starve_us > 0 and now - order < starve_us
+end
+
 -- may_take reports whether tok may take a free lock at now (µs), given
 -- head and order, the first live waiter and its arrival: when nobody
--- waits, tok is first, or the first has waited less than starve_us, so
--- that a newcomer barges in as with sync.Mutex (starve_us 0: never).
+-- waits, tok is first, or a newcomer may still barge in (see barging).
 local function may_take(head, order, tok, now, starve_us)
-  return head == nil or head == tok or (starve_us > 0 and now - order < starve_us)
+  return head == nil or head == tok or barging(order, now, starve_us)
+end
+
+-- hand_off_ms returns how long what is let go at now (µs) is kept for tok,
+-- the first live waiter for it (arrived at order), once handed to it: the
+-- ms left to the waiter's liveness deadline. While a newcomer may still
+-- barge in (see barging) it wakes the waiter by "<token>" on channel (sent
+-- with publish) to try instead, and returns nil.
+local function hand_off_ms(alive, tok, order, now, publish, channel, starve_us)
+  if barging(order, now, starve_us) then
+    redis.call(publish, channel, tok)
+    return nil
+  end
+  return tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000)
 end
 
 -- join_queue puts tok at the end of queue unless it is there already,
@@ -116,11 +135,10 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   if not tok then
     return nil
   end
-  if now - order < starve_us then
-    redis.call(publish, channel, tok)
+  local live = hand_off_ms(alive, tok, order, now, publish, channel, starve_us)
+  if not live then
     return nil
   end
-  local live = tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000)
   local meta = redis.call('HGET', wmeta, tok) or ''
   drop_waiters(queue, alive, wmeta, {tok})
   local fence = issue_fence(fence_key, now)
