@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/notify"
+	"github.com/go-dlock/dlock/internal/watchdog"
 )
 
 // Client binds the lock primitives to one Redis deployment: a single node,
@@ -26,21 +27,33 @@ type Client struct {
 	err    error    // a bad option or argument, returned by every call
 
 	giveUps *giveUps // withdrawals of failed acquisitions still running
+
+	// renewals watches and renews every lease of the client, from one
+	// goroutine; batch sends the automatic renewals due together, one
+	// round trip per shard (nil on a Redlock client).
+	renewals *watchdog.Loop
+	batch    *renewBatch
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
 // not panic: every call of the client then fails with ErrInvalid. Close
 // the Client when done; rdb stays open and remains the caller's.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	cfg := newClientConfig(opts)
-	c := &Client{rdb: rdb, prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log)}
+	c := newClient(newClientConfig(opts))
+	c.rdb, c.batch = rdb, &renewBatch{rdb: rdb}
 	if rdb == nil {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalid)
 		return c
 	}
-	c.hub = notify.New(rdb, cfg.log)
+	c.hub = notify.New(rdb, c.log)
 	c.listen = hubListener{c.hub}
 	return c
+}
+
+// newClient is the part of a Client that does not depend on the
+// deployment.
+func newClient(cfg clientConfig) *Client {
+	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), renewals: watchdog.NewLoop()}
 }
 
 func newClientConfig(opts []Option) clientConfig {

@@ -22,6 +22,7 @@ type Lease struct {
 	ttl   time.Duration // 0: never expires
 	wdc   watchdog.Config
 	wd    *watchdog.Watchdog // nil when the lease never expires
+	loop  *watchdog.Loop     // the client's, which runs wd
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -59,7 +60,7 @@ var errGone = errors.New("lease gone")
 // lock's TTL. A lease handed over by a release is held for less until its
 // first renewal, which then starts at once (see waiting.handedOver).
 func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration) *Lease {
-	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps}
+	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps, loop: c.renewals}
 	if cfg.ttl == 0 {
 		return l
 	}
@@ -67,14 +68,13 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		TTL:  cfg.ttl,
 		Auto: cfg.autoRefresh,
 		Renew: func(ctx context.Context, ttl time.Duration) error {
-			ok, err := ops.refresh(ctx, token, ttl)
-			if err == nil && !ok {
-				return errGone
-			}
-			return err
+			return renewed(ops.refresh(ctx, token, ttl))
 		},
 		Gone:   func(err error) bool { return errors.Is(err, errGone) },
 		OnLost: l.markLost,
+	}
+	if b, ok := ops.(batchable); ok && c.batch != nil {
+		l.wdc.Batch, l.wdc.Lease = c.batch, leaseRenewal{ops: b, token: token}
 	}
 	deadline := watchdog.Deadline(sent, held)
 	if d, ok := ops.(drifter); ok {
@@ -82,9 +82,9 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		deadline = deadline.Add(-d.drift(held))
 	}
 	if held < cfg.ttl {
-		l.wd = watchdog.StartRenewing(l.wdc, deadline)
+		l.wd = l.loop.StartRenewing(l.wdc, deadline)
 	} else {
-		l.wd = watchdog.Start(l.wdc, deadline)
+		l.wd = l.loop.Start(l.wdc, deadline)
 	}
 	return l
 }
@@ -204,7 +204,7 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 	lapse := time.Duration(0)
 	if l.wd != nil {
 		l.wdc.Auto = false
-		l.wd = watchdog.Start(l.wdc, deadline)
+		l.wd = l.loop.Start(l.wdc, deadline)
 		// Redis keeps the lease no longer than the TTL last set.
 		lapse = l.wdc.TTL
 	}

@@ -360,8 +360,12 @@ type setMember struct {
 	member string
 }
 
+func (m setMember) renewal(tok string, ttl time.Duration) scriptCall {
+	return scriptCall{setRefresh, m.s.kl, []any{tok, millis(ttl), m.member}}
+}
+
 func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return m.s.run(ctx, setRefresh, tok, millis(ttl), m.member).Bool()
+	return m.renewal(tok, ttl).run(ctx, m.s.c.rdb).Bool()
 }
 
 // release frees the member, handing it to the first waiter that would

@@ -19,8 +19,12 @@ type owner struct {
 	key string
 }
 
+func (o owner) renewal(tok string, ttl time.Duration) scriptCall {
+	return scriptCall{ownerRefresh, []string{o.key}, []any{tok, millis(ttl)}}
+}
+
 func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return ownerRefresh.Run(ctx, o.rdb, []string{o.key}, tok, millis(ttl)).Bool()
+	return o.renewal(tok, ttl).run(ctx, o.rdb).Bool()
 }
 
 func (o owner) client() redis.UniversalClient { return o.rdb }

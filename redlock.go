@@ -49,7 +49,7 @@ import (
 // Leases must expire: WithNoExpiry is ErrInvalid. Close leaves rdbs open.
 func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	cfg := newClientConfig(opts)
-	c := &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log)}
+	c := newClient(cfg)
 	if len(rdbs) == 0 {
 		c.err = fmt.Errorf("%w: Redlock needs at least one Redis master", ErrInvalid)
 		return c

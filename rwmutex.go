@@ -223,8 +223,12 @@ func (r readSide) Do(ctx context.Context, fn func(ctx context.Context) error) er
 	return do(ctx, r.rw.RLock, fn)
 }
 
+func (r readSide) renewal(tok string, ttl time.Duration) scriptCall {
+	return scriptCall{rwRRefresh, r.rw.kl, []any{tok, millis(ttl)}}
+}
+
 func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return r.rw.run(ctx, rwRRefresh, tok, millis(ttl)).Bool()
+	return r.renewal(tok, ttl).run(ctx, r.rw.c.rdb).Bool()
 }
 
 func (r readSide) release(ctx context.Context, tok string) (bool, error) {

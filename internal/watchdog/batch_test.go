@@ -1,0 +1,242 @@
+package watchdog_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/watchdog"
+)
+
+// fakeBatch is a Batch whose leases are ints: it records every exchange
+// and answers each renewal with reply(lease), after block returns.
+type fakeBatch struct {
+	mu        sync.Mutex
+	exchanges [][]int
+	reply     func(lease int) error
+	block     func(ctx context.Context)
+}
+
+func (b *fakeBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
+	leases := make([]int, len(rs))
+	for i, r := range rs {
+		leases[i] = r.Lease.(int)
+	}
+	b.mu.Lock()
+	b.exchanges = append(b.exchanges, leases)
+	b.mu.Unlock()
+	if b.block != nil {
+		b.block(ctx)
+	}
+	errs := make([]error, len(rs))
+	for i, l := range leases {
+		if b.reply != nil {
+			errs[i] = b.reply(l)
+		}
+	}
+	return errs
+}
+
+// renewedAt counts, per lease, how many renewals it got.
+func (b *fakeBatch) renewed() (exchanges int, perLease map[int]int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	perLease = map[int]int{}
+	for _, e := range b.exchanges {
+		for _, l := range e {
+			perLease[l]++
+		}
+	}
+	return len(b.exchanges), perLease
+}
+
+// batchedLeases starts n leases of ttl on loop, all in batch b, taken
+// one after another over spread; Renew fails the test (a batched lease's
+// automatic renewal must go through the batch).
+func batchedLeases(t *testing.T, loop *watchdog.Loop, b watchdog.Batch, n int, ttl, spread time.Duration) ([]*watchdog.Watchdog, []*recorder) {
+	t.Helper()
+	dogs := make([]*watchdog.Watchdog, n)
+	recs := make([]*recorder, n)
+	for i := range n {
+		recs[i] = newRecorder()
+		cfg := watchdog.Config{
+			TTL: ttl, Auto: true, Gone: isGone, OnLost: recs[i].onLost, Batch: b, Lease: i,
+			Renew: func(ctx context.Context, ttl time.Duration) error {
+				t.Errorf("lease %d renewed alone; want it in a batch", i)
+				return nil
+			},
+		}
+		dogs[i] = loop.Start(cfg, watchdog.Deadline(time.Now(), ttl))
+		time.Sleep(spread / time.Duration(n))
+	}
+	return dogs, recs
+}
+
+// Leases of one Batch are renewed together: one exchange carries every
+// lease due within a sixth of its TTL, so the exchanges are far fewer
+// than the renewals, every lease is renewed in time, and none is lost.
+func TestBatchRenewsLeasesTogether(t *testing.T) {
+	t.Parallel()
+	const n, ttl, run = 40, 600 * time.Millisecond, 1500 * time.Millisecond
+	b := &fakeBatch{}
+	dogs, recs := batchedLeases(t, watchdog.NewLoop(), b, n, ttl, ttl/3)
+	time.Sleep(run)
+	for _, d := range dogs {
+		stopWithin(t, d, time.Second)
+	}
+	exchanges, per := b.renewed()
+	for i, r := range recs {
+		if _, losses := r.snapshot(); len(losses) > 0 {
+			t.Errorf("lease %d lost though every renewal succeeded", i)
+		}
+		// Renewed every TTL/6 to TTL/3: at least run/(TTL/3) - 1 times.
+		if per[i] < int(run/(ttl/3))-1 {
+			t.Errorf("lease %d renewed %d times in %v; want at least %d (one per TTL/3)", i, per[i], run, int(run/(ttl/3))-1)
+		}
+	}
+	// One exchange per TTL/6 at most (plus the first ones while the
+	// leases are taken), against one per lease per TTL/3 alone.
+	if max := int((run+ttl/3)/(ttl/6)) + 2; exchanges > max {
+		t.Errorf("%d exchanges for %d leases in %v; want at most %d (one per TTL/6)", exchanges, n, run, max)
+	}
+	t.Logf("%d exchanges carried %d renewals", exchanges, sum(per))
+}
+
+func sum(m map[int]int) (n int) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// A batch in which one lease is gone loses that lease, at once, and no
+// other: the others go on being renewed.
+func TestBatchGoneLosesOnlyThatLease(t *testing.T) {
+	t.Parallel()
+	const n, gone, ttl = 10, 3, 600 * time.Millisecond
+	b := &fakeBatch{reply: func(lease int) error {
+		if lease == gone {
+			return errGone
+		}
+		return nil
+	}}
+	start := time.Now()
+	dogs, recs := batchedLeases(t, watchdog.NewLoop(), b, n, ttl, 0)
+	at, lost := recs[gone].waitLost(ttl)
+	if !lost {
+		t.Fatalf("lease %d not lost though its renewal found it gone", gone)
+	}
+	if at.Sub(start) > ttl/3+100*time.Millisecond {
+		t.Errorf("lease %d lost %v after start; want right after its first renewal (TTL/3 = %v)", gone, at.Sub(start), ttl/3)
+	}
+	time.Sleep(ttl)
+	for i, r := range recs {
+		if _, losses := r.snapshot(); i != gone && len(losses) > 0 {
+			t.Errorf("lease %d lost; only lease %d was gone", i, gone)
+		}
+	}
+	for _, d := range dogs {
+		stopWithin(t, d, time.Second)
+	}
+	if _, per := b.renewed(); per[gone] != 1 {
+		t.Errorf("lease %d renewed %d times; want once, the renewal that found it gone", gone, per[gone])
+	}
+}
+
+// A batch that hangs (a client ignoring its context) cannot make any
+// lease's loss come late: each is lost at its own deadline.
+func TestHangingBatchLosesEachAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	const n, ttl = 5, 400 * time.Millisecond
+	release := make(chan struct{})
+	defer close(release)
+	b := &fakeBatch{block: func(context.Context) { <-release }}
+	loop := watchdog.NewLoop()
+	starts := make([]time.Time, n)
+	recs := make([]*recorder, n)
+	for i := range n {
+		recs[i] = newRecorder()
+		starts[i] = time.Now()
+		cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: recs[i].onLost, Batch: b, Lease: i}
+		loop.Start(cfg, watchdog.Deadline(starts[i], ttl))
+		time.Sleep(30 * time.Millisecond)
+	}
+	for i, r := range recs {
+		at, lost := r.waitLost(2 * ttl)
+		if !lost {
+			t.Fatalf("lease %d not lost while its batch hangs", i)
+		}
+		want := watchdog.Deadline(starts[i], ttl)
+		if at.Before(want) || at.After(want.Add(50*time.Millisecond)) {
+			t.Errorf("lease %d lost %v after it was taken; want at its deadline, %v", i, at.Sub(starts[i]), want.Sub(starts[i]))
+		}
+	}
+}
+
+// A Refresh of a lease whose renewal is in a batch in flight waits for
+// the batch, then goes alone, through Renew.
+func TestRefreshWaitsForBatchInFlight(t *testing.T) {
+	t.Parallel()
+	const ttl, longer = 600 * time.Millisecond, 2 * time.Second
+	inBatch, release := make(chan struct{}), make(chan struct{})
+	b := &fakeBatch{block: func(ctx context.Context) {
+		select {
+		case inBatch <- struct{}{}:
+			<-release
+		default:
+		}
+	}}
+	r := newRecorder()
+	cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: r.onLost, Batch: b, Lease: 0, Renew: r.renews}
+	d := watchdog.NewLoop().Start(cfg, watchdog.Deadline(time.Now(), ttl))
+	defer stopWithin(t, d, time.Second)
+	select {
+	case <-inBatch:
+	case <-time.After(time.Second):
+		t.Fatal("no batch sent")
+	}
+	refreshed := refreshAsync(d, context.Background(), longer)
+	time.Sleep(30 * time.Millisecond)
+	if calls, _ := r.snapshot(); len(calls) != 0 {
+		t.Fatalf("the Refresh was sent while the batch was in flight")
+	}
+	released := time.Now()
+	close(release)
+	if err := result(t, refreshed, time.Second); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	calls, _ := r.snapshot()
+	if len(calls) != 1 || calls[0].ttl != longer || calls[0].at.Before(released) {
+		t.Errorf("Renew calls %+v; want one, with %v, after the batch returned", calls, longer)
+	}
+}
+
+// A Loop watches any number of leases from one goroutine, which ends
+// with the last watch.
+func TestLoopRunsOneGoroutine(t *testing.T) {
+	// Not parallel: it counts goroutines.
+	const n, ttl = 1000, time.Minute
+	before := runtime.NumGoroutine()
+	b := &fakeBatch{}
+	loop := watchdog.NewLoop()
+	dogs := make([]*watchdog.Watchdog, n)
+	for i := range dogs {
+		cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: func() {}, Batch: b, Lease: i}
+		dogs[i] = loop.Start(cfg, watchdog.Deadline(time.Now(), ttl))
+	}
+	if got := runtime.NumGoroutine() - before; got > 1 {
+		t.Errorf("%d goroutines for %d leases; want 1", got, n)
+	}
+	for _, d := range dogs {
+		d.Stop()
+	}
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.NumGoroutine() - before; got > 0 {
+		t.Errorf("%d goroutines left after every watch stopped; want the loop's to end", got)
+	}
+}

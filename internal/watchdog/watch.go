@@ -1,0 +1,204 @@
+package watchdog
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+)
+
+// watch is the loop's state of one lease.
+type watch struct {
+	d        *Watchdog
+	ttl      time.Duration // of the next renewal
+	deadline time.Time     // when the lease is declared lost unless renewed
+	next     time.Time     // when the next automatic renewal is due
+	// uncertain is the smallest TTL sent by a renewal that failed since
+	// the last success: Redis may have applied it, even after a later
+	// write.
+	uncertain time.Duration
+	inflight  *renewal
+	queued    []request // Refresh calls waiting for the renewal in flight
+	index     int       // in the loop's heap; -1 once the watch ended
+}
+
+func newWatch(d *Watchdog, deadline time.Time) *watch {
+	ttl := d.cfg.TTL
+	return &watch{d: d, ttl: ttl, deadline: deadline, next: deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3), index: -1}
+}
+
+// renewal is one lease's renewal in flight, alone or in a batch.
+type renewal struct {
+	f     *flight
+	sent  time.Time
+	ttl   time.Duration
+	reply chan error // the Refresh caller's, if any
+}
+
+// flight is one exchange with Redis in flight: one lease's renewal, or a
+// batch. It is bounded by a deadline, so that a client whose socket
+// timeouts ignore contexts cannot hold a renewal past the lease's end.
+type flight struct {
+	watches []*watch
+	cancel  context.CancelFunc
+}
+
+// outcome is a flight's result: an error per watch.
+type outcome struct {
+	f    *flight
+	errs []error
+}
+
+var errNoReply = errors.New("watchdog: no reply for this lease in its batch")
+
+// wake is when the loop must look at w: its deadline, or an automatic
+// renewal due before it while none is in flight.
+func (w *watch) wake() time.Time {
+	if w.d.cfg.Auto && w.inflight == nil && w.next.Before(w.deadline) {
+		return w.next
+	}
+	return w.deadline
+}
+
+// add starts watching w; renew sends its first renewal at once.
+func (s *state) add(w *watch, renew bool) {
+	heap.Push(&s.watches, w)
+	if renew {
+		s.renewAlone(w, context.Background(), w.ttl, w.deadline, nil)
+	}
+}
+
+// renewAlone sends w's renewal to ttl by itself, bounded by limit.
+func (s *state) renewAlone(w *watch, ctx context.Context, ttl time.Duration, limit time.Time, reply chan error) {
+	ctx, cancel := context.WithDeadline(ctx, limit)
+	f := &flight{watches: []*watch{w}, cancel: cancel}
+	w.inflight = &renewal{f: f, sent: time.Now(), ttl: ttl, reply: reply}
+	s.fix(w)
+	s.flights++
+	renew, out := w.d.cfg.Renew, s.outcomes
+	go func() { out <- outcome{f, []error{renew(ctx, ttl)}} }()
+}
+
+// request starts a Refresh's renewal, or queues it behind the one in
+// flight; its TTL is the TTL of every renewal from now on.
+func (s *state) request(w *watch, req request) {
+	if w.index < 0 {
+		req.reply <- ErrStopped
+		return
+	}
+	w.ttl = req.ttl
+	if w.inflight == nil {
+		s.renewAlone(w, req.ctx, req.ttl, w.deadline, req.reply)
+	} else {
+		w.queued = append(w.queued, req)
+	}
+}
+
+// land takes in a flight's outcome for each watch still waiting for it.
+func (s *state) land(o outcome) {
+	s.flights--
+	o.f.cancel()
+	for i, w := range o.f.watches {
+		if w.index < 0 || w.inflight == nil || w.inflight.f != o.f {
+			continue
+		}
+		err := errNoReply
+		if i < len(o.errs) {
+			err = o.errs[i]
+		}
+		s.settle(w, err)
+	}
+}
+
+// settle takes in the outcome of w's renewal in flight, answers its
+// caller, starts the next queued one, or ends the watch when the lease is
+// gone.
+func (s *state) settle(w *watch, err error) {
+	r := w.inflight
+	w.inflight = nil
+	switch {
+	case err == nil:
+		// The last write to reach Redis is this one or a failed one
+		// applied after it: either way sent after r.sent.
+		t := r.ttl
+		if w.uncertain > 0 {
+			t = min(t, w.uncertain)
+		}
+		w.deadline, w.uncertain = w.d.bound(r.sent, t), 0
+		w.next = r.sent.Add(w.ttl / 3)
+	case w.d.cfg.Gone(err):
+		if r.reply != nil {
+			r.reply <- err
+		}
+		s.lose(w)
+		return
+	default:
+		w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
+		if w.uncertain == 0 || r.ttl < w.uncertain {
+			w.uncertain = r.ttl
+		}
+		w.next = time.Now().Add(max(w.ttl/10, 10*time.Millisecond))
+	}
+	if r.reply != nil {
+		r.reply <- err
+	}
+	if len(w.queued) > 0 {
+		q := w.queued[0]
+		w.queued = w.queued[1:]
+		s.renewAlone(w, q.ctx, q.ttl, w.deadline, q.reply)
+	}
+	s.fix(w)
+}
+
+// tick declares lost the leases whose deadline has come, and sends the
+// automatic renewals that are due: alone, or with the others of their
+// batch due soon (see renewBatches).
+func (s *state) tick(now time.Time) {
+	due := s.watches.due(now, 0, nil)
+	batches := map[Batch]bool{}
+	for _, w := range due {
+		switch {
+		case !now.Before(w.deadline):
+			s.lose(w)
+		case w.d.cfg.Batch != nil:
+			batches[w.d.cfg.Batch] = true
+		default:
+			s.renewAlone(w, context.Background(), w.ttl, earlier(w.deadline, now.Add(w.ttl/3)), nil)
+		}
+	}
+	if len(batches) > 0 {
+		s.renewBatches(batches, now)
+	}
+}
+
+// lose ends w's watch with a loss.
+func (s *state) lose(w *watch) {
+	w.d.lost()
+	s.end(w)
+}
+
+// end stops watching w: it answers every caller still waiting and
+// records the deadline and TTL reached, counting a renewal in flight as
+// one Redis may still apply.
+func (s *state) end(w *watch) {
+	if w.index < 0 {
+		return
+	}
+	heap.Remove(&s.watches, w.index)
+	if r := w.inflight; r != nil {
+		w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
+		if r.reply != nil {
+			r.reply <- ErrStopped
+		}
+		if len(r.f.watches) == 1 {
+			r.f.cancel() // nobody else waits for it; its goroutine ends by itself
+		}
+		w.inflight = nil
+	}
+	for _, q := range w.queued {
+		q.reply <- ErrStopped
+	}
+	w.queued = nil
+	w.d.deadline, w.d.ttl = w.deadline, w.ttl
+	close(w.d.done)
+}
