@@ -19,6 +19,7 @@ import (
 // nil), to lose, repeat or fail one request.
 type hook struct {
 	n     atomic.Int64
+	trips atomic.Int64 // round trips: a command alone or a whole pipeline
 	dials atomic.Int64
 	mu    sync.Mutex
 	names []string // the commands counted, for failure messages
@@ -39,7 +40,9 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
+		if h.count(cmd) {
+			h.trips.Add(1)
+		}
 		if h.act != nil && h.selects(cmd) && h.armed.CompareAndSwap(true, false) {
 			return h.act(ctx, cmd, next)
 		}
@@ -49,8 +52,12 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		counted := false
 		for _, cmd := range cmds {
-			h.count(cmd)
+			counted = h.count(cmd) || counted
+		}
+		if counted {
+			h.trips.Add(1)
 		}
 		return next(ctx, cmds)
 	}
@@ -63,14 +70,17 @@ func (h *hook) selects(cmd redis.Cmder) bool {
 	return h.match(cmd)
 }
 
-func (h *hook) count(cmd redis.Cmder) {
+// count counts cmd unless it is part of a handshake, and reports whether
+// it did.
+func (h *hook) count(cmd redis.Cmder) bool {
 	if handshake[cmd.Name()] {
-		return
+		return false
 	}
 	h.n.Add(1)
 	h.mu.Lock()
 	h.names = append(h.names, cmd.Name())
 	h.mu.Unlock()
+	return true
 }
 
 // Load returns the number of commands counted.

@@ -54,24 +54,59 @@ type leaseRenewal struct {
 	token string
 }
 
-// Renew sends the renewals in one pipeline and reads each reply; one
-// whose script Redis had lost (after a restart) is sent again alone.
+// Renew sends the renewals in one pipeline and reads each reply. Those
+// whose script Redis lacks (after a restart, or the first time) go again
+// in a second pipeline once the scripts are loaded.
 func (b *renewBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
 	calls := make([]scriptCall, len(rs))
-	cmds := make([]*redis.Cmd, len(rs))
-	pipe := b.rdb.Pipeline()
 	for i, r := range rs {
 		l := r.Lease.(leaseRenewal)
 		calls[i] = l.ops.renewal(l.token, r.TTL)
-		cmds[i] = calls[i].s.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	errs := make([]error, len(rs))
+	cmds := b.send(ctx, calls)
+	var missing []int
 	for i, cmd := range cmds {
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			cmd = calls[i].run(ctx, b.rdb)
+			missing = append(missing, i)
 		}
+	}
+	if len(missing) > 0 {
+		b.resend(ctx, calls, cmds, missing)
+	}
+	errs := make([]error, len(rs))
+	for i, cmd := range cmds {
 		errs[i] = renewed(cmd.Bool())
 	}
 	return errs
+}
+
+// send runs calls as EVALSHA in one pipeline and returns their commands,
+// each with its own reply or error.
+func (b *renewBatch) send(ctx context.Context, calls []scriptCall) []*redis.Cmd {
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds
+}
+
+// resend loads the scripts of the calls at missing, which Redis lacked,
+// and sends those calls again in one pipeline, replacing their commands.
+func (b *renewBatch) resend(ctx context.Context, calls []scriptCall, cmds []*redis.Cmd, missing []int) {
+	again := make([]scriptCall, len(missing))
+	loaded := map[*redis.Script]bool{}
+	for j, i := range missing {
+		again[j] = calls[i]
+		if s := calls[i].s; !loaded[s] {
+			loaded[s] = true
+			if err := s.Load(ctx, b.rdb).Err(); err != nil {
+				return // the first replies stand: NOSCRIPT, retried as failures
+			}
+		}
+	}
+	for j, cmd := range b.send(ctx, again) {
+		cmds[missing[j]] = cmd
+	}
 }

@@ -1,0 +1,119 @@
+package dlock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock"
+)
+
+// heldLease is one of many leases a test holds, and how to take it away
+// from its holder as an operator would.
+type heldLease struct {
+	*dlock.Lease
+	remove func(ctx context.Context) error
+}
+
+// holdMany takes n leases of each kind renewed alone before (Mutex,
+// FairMutex, RWMutex read shares, MutexSet members) on c, with ttl.
+func holdMany(t *testing.T, ctx context.Context, c *dlock.Client, n int, ttl time.Duration) []heldLease {
+	t.Helper()
+	opt := dlock.WithTTL(ttl)
+	set := c.MutexSet("many-set", opt)
+	members := make([]string, n)
+	for i := range members {
+		members[i] = fmt.Sprintf("m%d", i)
+	}
+	if err := set.Add(ctx, members...); err != nil {
+		t.Fatal(err)
+	}
+	var out []heldLease
+	for i := range n {
+		for _, k := range []struct {
+			name string
+			take func(context.Context) (*dlock.Lease, error)
+		}{
+			{fmt.Sprintf("many-mutex/%d", i), c.Mutex(fmt.Sprintf("many-mutex/%d", i), opt).TryLock},
+			{fmt.Sprintf("many-fair/%d", i), c.FairMutex(fmt.Sprintf("many-fair/%d", i), opt).TryLock},
+			{fmt.Sprintf("many-rw/%d", i), c.RWMutex(fmt.Sprintf("many-rw/%d", i), opt).TryRLock},
+		} {
+			name := k.name
+			out = append(out, heldLease{mustTake(t, ctx, k.take), func(ctx context.Context) error {
+				_, err := c.ForceUnlock(ctx, name)
+				return err
+			}})
+		}
+		l := mustTake(t, ctx, set.TryAcquire)
+		out = append(out, heldLease{l, func(ctx context.Context) error {
+			_, err := set.ForceRelease(ctx, l.Name())
+			return err
+		}})
+	}
+	return out
+}
+
+// A client holding 1,000 leases of every kind renews them in a few round
+// trips per period, not one per lease; when an operator takes some of
+// them away, exactly those see Lost(), within their TTL, and the others
+// stay held.
+func TestManyLeasesRenewTogetherAndLoseAlone(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, cnt := newClient(t, srv)
+	const perKind, ttl = 250, 1500 * time.Millisecond
+	leases := holdMany(t, ctx, c, perKind, ttl)
+
+	// Round trips while holding, once the first renewals (which load
+	// the scripts) are done.
+	time.Sleep(ttl / 2)
+	trips, cmds := cnt.trips.Load(), cnt.Load()
+
+	const period = 3 * time.Second
+	time.Sleep(period)
+	trips, cmds = cnt.trips.Load()-trips, cnt.Load()-cmds
+	perLease := float64(cmds) / float64(len(leases))
+	t.Logf("%d leases for %v: %d round trips, %d commands (%.1f renewals per lease)", len(leases), period, trips, cmds, perLease)
+	// Renewed every TTL/6 to TTL/3, in one round trip per batch: at most
+	// one per TTL/6, against one per lease per TTL/3 alone (6,000).
+	if max := int64(period/(ttl/6)) + 2; trips > max {
+		t.Errorf("%d round trips in %v for %d leases; want at most %d", trips, period, len(leases), max)
+	}
+	if min := float64(period/(ttl/3)) - 1; perLease < min {
+		t.Errorf("%.1f renewals per lease in %v; want at least %.0f (one per TTL/3)", perLease, period, min)
+	}
+
+	// Take every tenth lease away.
+	removed := time.Now()
+	for i, l := range leases {
+		if i%10 == 3 {
+			if err := l.remove(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, l := range leases {
+		if i%10 != 3 {
+			continue
+		}
+		select {
+		case <-l.Lost():
+		case <-time.After(time.Until(removed.Add(ttl))):
+			t.Fatalf("lease %d (%s) not lost within the TTL of its removal", i, l.Name())
+		}
+	}
+	time.Sleep(ttl) // long enough for more renewals of the rest
+	for i, l := range leases {
+		select {
+		case <-l.Lost():
+			if i%10 != 3 {
+				t.Errorf("lease %d (%s) lost, though only every tenth was removed", i, l.Name())
+			}
+			continue
+		default:
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("lease %d (%s): Unlock: %v", i, l.Name(), err)
+		}
+	}
+}
