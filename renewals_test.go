@@ -16,8 +16,9 @@ type heldLease struct {
 	remove func(ctx context.Context) error
 }
 
-// holdMany takes n leases of each kind renewed alone before (Mutex,
-// FairMutex, RWMutex read shares, MutexSet members) on c, with ttl.
+// holdMany takes n leases of each kind whose renewals can be batched
+// (Mutex, FairMutex, RWMutex read shares, MutexSet members) on c, with
+// ttl.
 func holdMany(t *testing.T, ctx context.Context, c *dlock.Client, n int, ttl time.Duration) []heldLease {
 	t.Helper()
 	opt := dlock.WithTTL(ttl)
