@@ -45,7 +45,7 @@ func (s *state) renewBatches(due map[Batch]bool, now time.Time) {
 // renewBatch sends the automatic renewals of ws in one exchange through
 // b, bounded by the latest of their renewals' limits.
 func (s *state) renewBatch(b Batch, ws []*watch) {
-	f := &flight{watches: ws}
+	f := &flight{watches: ws, waiting: len(ws)}
 	rs := make([]Renewal, len(ws))
 	sent := time.Now()
 	var limit time.Time

@@ -41,6 +41,9 @@ type renewal struct {
 type flight struct {
 	watches []*watch
 	cancel  context.CancelFunc
+	// waiting counts the watches that have not ended: once none is left
+	// the exchange is cancelled, its outcome of no use to anyone.
+	waiting int
 }
 
 // outcome is a flight's result: an error per watch.
@@ -71,7 +74,7 @@ func (s *state) add(w *watch, renew bool) {
 // renewAlone sends w's renewal to ttl by itself, bounded by limit.
 func (s *state) renewAlone(w *watch, ctx context.Context, ttl time.Duration, limit time.Time, reply chan error) {
 	ctx, cancel := context.WithDeadline(ctx, limit)
-	f := &flight{watches: []*watch{w}, cancel: cancel}
+	f := &flight{watches: []*watch{w}, cancel: cancel, waiting: 1}
 	w.inflight = &renewal{f: f, sent: time.Now(), ttl: ttl, reply: reply}
 	s.fix(w)
 	s.flights++
@@ -155,12 +158,15 @@ func (s *state) settle(w *watch, err error) {
 // batch due soon (see renewBatches).
 func (s *state) tick(now time.Time) {
 	due := s.watches.due(now, 0, nil)
-	batches := map[Batch]bool{}
+	var batches map[Batch]bool
 	for _, w := range due {
 		switch {
 		case !now.Before(w.deadline):
 			s.lose(w)
 		case w.d.cfg.Batch != nil:
+			if batches == nil {
+				batches = map[Batch]bool{}
+			}
 			batches[w.d.cfg.Batch] = true
 		default:
 			s.renewAlone(w, context.Background(), w.ttl, earlier(w.deadline, now.Add(w.ttl/3)), nil)
@@ -190,8 +196,8 @@ func (s *state) end(w *watch) {
 		if r.reply != nil {
 			r.reply <- ErrStopped
 		}
-		if len(r.f.watches) == 1 {
-			r.f.cancel() // nobody else waits for it; its goroutine ends by itself
+		if r.f.waiting--; r.f.waiting == 0 {
+			r.f.cancel() // its goroutine ends by itself
 		}
 		w.inflight = nil
 	}
