@@ -55,13 +55,32 @@ type acquisition struct {
 	// though the caller never saw the reply, and its place in a queue or
 	// its intention. It changes nothing for a token that has neither.
 	leave func(ctx context.Context, token string) error
-	// heartbeat, if set, is the longest a waiter may go without a try:
-	// its tries keep its place in a queue alive.
-	heartbeat time.Duration
+	// beat, if set, is a waiter's heartbeat, which keeps its place in a
+	// queue alive between its tries (see heartbeats); parse reads its
+	// reply.
+	beat  func(token string) scriptCall
+	parse func([]any, error) (attempt, error)
 	// handOff, if set, is the least time a lock handed to a waiter by a
 	// release is held for it, from the send time of the waiter's last
 	// refused try, until its first renewal (see waiting.handedOver).
 	handOff time.Duration
+}
+
+// queued makes a's try from call, the try script of a lock whose waiters
+// queue, for a token and a join mode; parse reads its reply. When block,
+// the try joins the queue, and the waiter's heartbeat and the hand-offs
+// to it follow from that.
+func (a *acquisition) queued(block bool, call func(token string, join int) scriptCall, parse func([]any, error) (attempt, error)) {
+	join := joinNever
+	if block {
+		join = joinQueue
+		a.beat = func(tok string) scriptCall { return call(tok, joinBeat) }
+		a.parse = parse
+		a.handOff = queueLiveness
+	}
+	a.try = func(ctx context.Context, tok string) (attempt, error) {
+		return parse(call(tok, join).run(ctx, a.lock.c.rdb).Slice())
+	}
 }
 
 // grant makes the lease of a successful try sent at sent, which Redis

@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -27,19 +28,28 @@ import (
 //	go test -run '^$' -bench HoldMany -benchtime 1x -timeout 20m .
 func BenchmarkHoldMany(b *testing.B) {
 	n, hold := envInt(b, "DLOCK_BENCH_LEASES", 10_000), time.Duration(envInt(b, "DLOCK_BENCH_HOLD", 20))*time.Second
+	onEachDeployment(b, func(b *testing.B, rdb, _ redis.UniversalClient, cnt *hook, masters []*redistest.Server) {
+		benchHoldMany(b, rdb, cnt, masters, n, hold)
+	})
+}
+
+// onEachDeployment runs bench on one Redis and on a 3-master Cluster, with
+// a client whose round trips and commands cnt counts, a second client
+// that is not counted, and the masters whose time is counted.
+func onEachDeployment(b *testing.B, bench func(b *testing.B, rdb, other redis.UniversalClient, cnt *hook, masters []*redistest.Server)) {
 	b.Run("redis", func(b *testing.B) {
 		srv := redistest.Start(b)
-		rdb, trips := srv.Client(b), &hook{}
-		rdb.AddHook(trips)
-		benchHoldMany(b, rdb, trips, []*redistest.Server{srv}, n, hold)
+		rdb, cnt := srv.Client(b), &hook{}
+		rdb.AddHook(cnt)
+		bench(b, rdb, srv.Client(b), cnt, []*redistest.Server{srv})
 	})
 	b.Run("cluster", func(b *testing.B) {
 		cl := redistest.StartCluster(b)
 		// A Cluster pipeline is a round trip to each master it reaches:
 		// count them on the node clients.
-		rdb, trips := cl.Client(b), &hook{}
-		rdb.OnNewNode(func(node *redis.Client) { node.AddHook(trips) })
-		benchHoldMany(b, rdb, trips, cl.Masters(b), n, hold)
+		rdb, cnt := cl.Client(b), &hook{}
+		rdb.OnNewNode(func(node *redis.Client) { node.AddHook(cnt) })
+		bench(b, rdb, cl.Client(b), cnt, cl.Masters(b))
 	})
 }
 
@@ -85,6 +95,77 @@ func benchHoldMany(b *testing.B, rdb redis.UniversalClient, cnt *hook, masters [
 			}
 		}
 		parallel(n, func(i int) { _ = leases[i].Unlock(ctx) })
+	}
+}
+
+// BenchmarkWaitMany is what waiting in many places costs: one client
+// blocks DLOCK_BENCH_LEASES waiters (default 10,000), each in Lock on a
+// Mutex of its own that another client holds (with no TTL, so that only
+// the waiters cost anything), for DLOCK_BENCH_HOLD (default 20s), on one
+// Redis and on a 3-master Cluster. It reports what BenchmarkHoldMany does,
+// per waiter: round trips and commands per second, Redis time per second,
+// and the goroutines (beyond the waiter's own) and heap that waiting
+// takes. Run it once:
+//
+//	go test -run '^$' -bench WaitMany -benchtime 1x -timeout 20m .
+func BenchmarkWaitMany(b *testing.B) {
+	n, hold := envInt(b, "DLOCK_BENCH_LEASES", 10_000), time.Duration(envInt(b, "DLOCK_BENCH_HOLD", 20))*time.Second
+	onEachDeployment(b, func(b *testing.B, rdb, holders redis.UniversalClient, cnt *hook, masters []*redistest.Server) {
+		benchWaitMany(b, rdb, holders, cnt, masters, n, hold)
+	})
+}
+
+// benchWaitMany blocks n waiters on rdb for hold, on locks held through
+// holders; cnt counts the waiters' round trips and commands, masters are
+// the servers whose time is counted.
+func benchWaitMany(b *testing.B, rdb, holders redis.UniversalClient, cnt *hook, masters []*redistest.Server, n int, hold time.Duration) {
+	c, hc := dlock.New(rdb), dlock.New(holders)
+	defer c.Close()
+	defer hc.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		held := make([]*dlock.Lease, n)
+		var failed atomic.Value
+		parallel(n, func(i int) {
+			l, err := hc.Mutex(fmt.Sprintf("wait/%d", i), dlock.WithNoExpiry()).TryLock(ctx)
+			if err != nil {
+				failed.Store(err)
+			}
+			held[i] = l
+		})
+		if err, _ := failed.Load().(error); err != nil {
+			b.Fatal(err)
+		}
+		var mem0, mem1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&mem0)
+		g0 := runtime.NumGoroutine()
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := c.Mutex(fmt.Sprintf("wait/%d", i)).Lock(wctx)
+				done <- err
+			}()
+		}
+		time.Sleep(5 * time.Second) // every waiter queued
+		trips, cmds, usec, t0 := cnt.trips.Load(), cnt.Load(), redisMicros(b, masters), time.Now()
+		time.Sleep(hold)
+		secs := time.Since(t0).Seconds()
+		b.ReportMetric(float64(cnt.trips.Load()-trips)/secs/float64(len(masters)), "rt/s/shard")
+		b.ReportMetric(float64(cnt.Load()-cmds)/secs, "cmds/s")
+		b.ReportMetric(float64(redisMicros(b, masters)-usec)/secs/float64(n), "redis-µs/waiter-s")
+		b.ReportMetric(float64(runtime.NumGoroutine()-g0-n)/float64(n), "goroutines/waiter")
+		runtime.GC()
+		runtime.ReadMemStats(&mem1)
+		b.ReportMetric(float64(int64(mem1.HeapInuse)-int64(mem0.HeapInuse))/1024/float64(n), "heap-KiB/waiter")
+		cancel()
+		for range n {
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				b.Fatalf("a waiter ended with %v, want the cancellation", err)
+			}
+		}
+		parallel(n, func(i int) { _ = held[i].Unlock(ctx) })
 	}
 }
 

@@ -33,6 +33,9 @@ type Client struct {
 	// round trip per shard (nil on a Redlock client).
 	renewals *watchdog.Loop
 	batch    *renewBatch
+	// beats sends the heartbeats of the client's queued waiters, one
+	// round trip per shard per period (nil on a Redlock client).
+	beats *heartbeats
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
@@ -40,7 +43,7 @@ type Client struct {
 // the Client when done; rdb stays open and remains the caller's.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := newClient(newClientConfig(opts))
-	c.rdb, c.batch = rdb, &renewBatch{rdb: rdb}
+	c.rdb, c.batch, c.beats = rdb, &renewBatch{rdb: rdb}, newHeartbeats(rdb)
 	if rdb == nil {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalid)
 		return c

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,9 +21,14 @@ import (
 type hook struct {
 	n     atomic.Int64
 	trips atomic.Int64 // round trips: a command alone or a whole pipeline
-	dials atomic.Int64
-	mu    sync.Mutex
-	names []string // the commands counted, for failure messages
+	// marked counts the commands sent alone, not in a pipeline, that have
+	// mark among their arguments (when mark is set): say, the tries of
+	// waiters with mark as their metadata.
+	mark   string
+	marked atomic.Int64
+	dials  atomic.Int64
+	mu     sync.Mutex
+	names  []string // the commands counted, for failure messages
 
 	armed atomic.Bool
 	match func(cmd redis.Cmder) bool
@@ -42,6 +48,9 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.count(cmd) {
 			h.trips.Add(1)
+		}
+		if h.mark != "" && slices.Contains(cmd.Args(), any(h.mark)) {
+			h.marked.Add(1)
 		}
 		if h.act != nil && h.selects(cmd) && h.armed.CompareAndSwap(true, false) {
 			return h.act(ctx, cmd, next)

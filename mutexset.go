@@ -250,17 +250,11 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 // set's channel, waiters for a named one on the member's. A caller that
 // will wait (block) joins the queue.
 func (s *MutexSet) acquisition(member string, block bool) *acquisition {
-	join := 0
 	a := s.lock.acquisition(s.keys.Channel())
-	if block {
-		join = 1
-		a.heartbeat = queueHeartbeat
-		a.handOff = queueLiveness
-	}
-	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parseSetAttempt(s.run(ctx, setAcquire, tok, millis(s.cfg.ttl), s.cfg.metadata, member,
-			join, millis(queueLiveness), mutexStarve.Microseconds()).Slice())
-	}
+	a.queued(block, func(tok string, join int) scriptCall {
+		return scriptCall{setAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, member,
+			join, millis(queueLiveness), mutexStarve.Microseconds()}}
+	}, parseSetAttempt)
 	a.ops = func(r attempt) leaseOps { return setMember{s, r.member} }
 	a.leave = func(ctx context.Context, tok string) error {
 		return s.run(ctx, setLeave, tok, s.c.hub.PublishCommand(), s.keys.Channel(), mutexStarve.Microseconds()).Err()

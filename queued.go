@@ -66,17 +66,11 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 
 // acquisition tries for the lock; a caller that will wait joins the queue.
 func (q *queued) acquisition(wait bool) *acquisition {
-	enqueue := 0
-	if wait {
-		enqueue = 1
-	}
 	a := q.lock.acquisition(q.keys.Channel())
-	a.heartbeat = queueHeartbeat
-	a.handOff = queueLiveness
-	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parseAttempt(q.run(ctx, queueAcquire, tok, millis(q.cfg.ttl), q.cfg.metadata,
-			enqueue, millis(queueLiveness), q.starve().Microseconds()).Slice())
-	}
+	a.queued(wait, func(tok string, join int) scriptCall {
+		return scriptCall{queueAcquire, q.kl, []any{tok, millis(q.cfg.ttl), q.cfg.metadata,
+			join, millis(queueLiveness), q.starve().Microseconds()}}
+	}, parseAttempt)
 	a.ops = func(attempt) leaseOps { return q }
 	a.leave = func(ctx context.Context, tok string) error {
 		return q.handOver(ctx, queueLeave, tok).Err()

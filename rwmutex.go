@@ -145,28 +145,23 @@ func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 // caller will wait, and so whether it joins the writers' line (with an
 // intention, under PreferWriters).
 func (rw *RWMutex) writer(block bool) *acquisition {
-	join, intend := 0, 0
+	intend := 0
+	if block && rw.cfg.rwMode == PreferWriters {
+		intend = 1
+	}
 	a := rw.acquisition(rw.writersChannel())
 	a.ops = func(attempt) leaseOps { return rw }
 	a.leave = func(ctx context.Context, tok string) error {
 		return rw.handOver(ctx, rwLeave, tok).Err()
 	}
-	if block {
-		// Only a writer that waits has a use for a place in the line
-		// (TryLock does not wait), and a PreferReaders writer asks readers
-		// for nothing. The place lives as long as the waiter keeps trying:
-		// its heartbeat renews it, so a dead writer's lapses.
-		join = 1
-		a.heartbeat = queueHeartbeat
-		a.handOff = queueLiveness
-		if rw.cfg.rwMode == PreferWriters {
-			intend = 1
-		}
-	}
-	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parseAttempt(rw.run(ctx, rwLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata,
-			join, millis(queueLiveness), intend, mutexStarve.Microseconds()).Slice())
-	}
+	// Only a writer that waits has a use for a place in the line
+	// (TryLock does not wait), and a PreferReaders writer asks readers for
+	// nothing. The place lives as long as the waiter keeps trying: its
+	// heartbeat renews it, so a dead writer's lapses.
+	a.queued(block, func(tok string, join int) scriptCall {
+		return scriptCall{rwLock, rw.kl, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
+			join, millis(queueLiveness), intend, mutexStarve.Microseconds()}}
+	}, parseAttempt)
 	return a
 }
 

@@ -16,15 +16,19 @@ import (
 //
 // Waiting costs one try per wake-up, none when the wake-up hands the lock
 // over (see handedOver). A waiter wakes when a release is announced (the
-// hub wakes one waiter per client for a plain release),
-// when the holder's lease would run out, when its heartbeat is due, and
+// hub wakes one waiter per client for a plain release), when the holder's
+// lease would run out, when its heartbeat finds that a try is due, and
 // after a transient error, backing off while the error lasts: the first
-// try is as patient as the later ones.
+// try is as patient as the later ones. A queued waiter's place is kept
+// alive between its tries by its heartbeat, sent with the client's other
+// waiters' (see heartbeats), whose replies move its wake-up as a try's
+// would: a holder that renews its lease wakes no waiter.
 type waiting struct {
 	c   *Client
 	a   *acquisition
 	tok string
 	w   waiter // nil until subscribed (or while the subscription fails)
+	b   *beat  // the heartbeat, once a try joined a queue
 
 	holder     uint64        // the holder the stall timeout counts for
 	stallClock time.Time     // when that holder was first seen
@@ -82,6 +86,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 // how long to sleep unless woken (<0: until woken), or the error that
 // ends the wait.
 func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
+	if s.b != nil {
+		s.c.beats.tried(s.b)
+	}
 	sent := time.Now()
 	r, pending, err := s.a.run(ctx, s.tok)
 	s.pending, s.answered = pending, !unanswered(err)
@@ -94,9 +101,11 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	case err == nil && r.ok:
 		return s.a.grant(s.tok, r, sent, s.a.lock.cfg.ttl), 0, nil
 	case err == nil:
-		s.woken, s.backoff, s.trouble = false, 0, nil
-		s.refused, s.refusedAt = sent, r.at
-		next, err := s.next(r)
+		s.woken, s.backoff = false, 0
+		if s.b == nil && s.a.beat != nil {
+			s.b = s.c.beats.join(s.a.beat(s.tok), s.a.parse)
+		}
+		next, err := s.refusal(r, sent)
 		return nil, next, err
 	case ctx.Err() == nil && transient(err):
 		s.backoff = grow(s.backoff)
@@ -145,8 +154,37 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	return s.a.grant(s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held)
 }
 
-// next is how long to sleep after a try that found the lock held (<0:
-// until woken), or the stall timeout's error.
+// refusal takes in r, a refusal by a try or a heartbeat sent at sent,
+// and returns how long to sleep (<0: until woken), or the stall timeout's
+// error.
+func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
+	s.trouble = nil
+	s.refused, s.refusedAt = sent, r.at
+	return s.next(r)
+}
+
+// beaten reads a heartbeat's reply, and returns how long to sleep on
+// from now (<0: until woken; 0: try now), whether that replaces the sleep
+// under way (it does not when the reply tells nothing new), or the stall
+// timeout's error. A reply older than the last refusal is stale; a
+// transient error is retried with the next heartbeat, another one by a
+// try, which reports it.
+func (s *waiting) beaten(br beatReply) (time.Duration, bool, error) {
+	switch {
+	case br.err != nil && transient(br.err):
+		s.trouble = br.err
+		return 0, false, nil
+	case br.err != nil || br.r.wait == 0:
+		return 0, true, nil
+	case br.r.at < s.refusedAt:
+		return 0, false, nil
+	}
+	next, err := s.refusal(br.r, br.sent)
+	return next, true, err
+}
+
+// next is how long to sleep after a refusal (<0: until woken), or the
+// stall timeout's error.
 func (s *waiting) next(r attempt) (time.Duration, error) {
 	// 0 is "free, but another waiter is first": not a new holder.
 	if r.holder != 0 && r.holder != s.holder {
@@ -162,9 +200,6 @@ func (s *waiting) next(r attempt) (time.Duration, error) {
 	}
 	if r.wait >= 0 && (next < 0 || r.wait < next) {
 		next = r.wait + time.Millisecond
-	}
-	if hb := s.a.heartbeat; hb > 0 && (next < 0 || hb < next) {
-		next = hb
 	}
 	return next, nil
 }
@@ -191,28 +226,48 @@ func (s *waiting) subscribe(ctx context.Context) (bool, error) {
 }
 
 // sleep waits until a release wakes the waiter, next passes (<0: never),
-// or ctx or the client ends. Without a subscription it wakes by backoff.
+// its heartbeat tells it to try, or ctx or the client ends. Without a
+// subscription it wakes by backoff.
 func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 	var woke, closed <-chan struct{}
 	if s.w != nil {
 		woke, closed = s.w.C(), s.w.Done()
-	} else if next < 0 || next > s.subBackoff {
-		next = s.subBackoff
 	}
-	var expiry <-chan time.Time
-	if next >= 0 {
-		t := time.NewTimer(next)
-		defer t.Stop()
-		expiry = t.C
+	var beats <-chan beatReply
+	if s.b != nil {
+		beats = s.b.c
 	}
-	select {
-	case <-woke:
-		s.woken = true
-	case <-expiry:
-	case <-ctx.Done():
-		return s.a.failedAfter(ctx, ctx.Err(), s.trouble)
-	case <-closed:
-		return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+	t := time.NewTimer(0)
+	t.Stop()
+	defer t.Stop()
+	wake := s.wakeAt(next)
+	for asleep := true; asleep; {
+		var expiry <-chan time.Time
+		if !wake.IsZero() {
+			t.Reset(time.Until(wake))
+			expiry = t.C
+		}
+		select {
+		case <-woke:
+			s.woken, asleep = true, false
+		case <-expiry:
+			asleep = false
+		case br := <-beats:
+			later, replace, err := s.beaten(br)
+			switch {
+			case err != nil:
+				return err
+			case replace && later == 0:
+				asleep = false
+			case replace:
+				wake = s.wakeAt(later)
+			}
+		case <-ctx.Done():
+			return s.a.failedAfter(ctx, ctx.Err(), s.trouble)
+		case <-closed:
+			return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+		}
+		t.Stop()
 	}
 	if s.w != nil && s.w.Detached() {
 		// The hub gave this subscription up (its cluster shard moved):
@@ -221,6 +276,19 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 		s.w = nil
 	}
 	return nil
+}
+
+// wakeAt is when a sleep of d from now (<0: until woken) ends, zero for
+// never; a waiter without a subscription sleeps no longer than its
+// backoff before it subscribes again.
+func (s *waiting) wakeAt(d time.Duration) time.Time {
+	if s.w == nil && (d < 0 || d > s.subBackoff) {
+		d = s.subBackoff
+	}
+	if d < 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
 }
 
 // quit ends a wait that failed with err: a wake-up it consumed goes to
@@ -236,6 +304,9 @@ func (s *waiting) quit(ctx context.Context, err error) error {
 func (s *waiting) close() {
 	if s.w != nil {
 		s.w.Close()
+	}
+	if s.b != nil {
+		s.c.beats.leave(s.b)
 	}
 }
 

@@ -17,7 +17,9 @@
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in ms; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Status
--- ARGV[4]  1 to join the line when not granted (Lock), 0 not to (TryLock)
+-- ARGV[4]  1 to join the line when not granted (Lock), 0 not to (TryLock),
+--          2 for a waiter's heartbeat: renew its place and intention,
+--          take nothing (see try_now)
 -- ARGV[5]  waiter liveness timeout in ms
 -- ARGV[6]  1 to hold an intention while in the line (PreferWriters), 0 not to
 -- ARGV[7]  starve_us: how long the first writer may wait before newcomers
@@ -28,8 +30,10 @@
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence, else the oldest reader's,
 --           else 0 (another writer is first), server time in µs (a
---           hand-off to this token dated before it was void by now)}.
-local tok, ttl = ARGV[1], tonumber(ARGV[2])
+--           hand-off to this token dated before it was void by now)};
+--          a heartbeat never takes the lock: it replies try_now instead.
+local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local beat = join == '2'
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 -- Readers are pruned as waiters are: their expiries are the alive set.
@@ -37,21 +41,28 @@ local oldest, oldest_fence = first_waiter(KEYS[3])
 oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
 local head, order = first_waiter(KEYS[7])
 -- Nobody reading or waiting: one SET NX takes the write side if free.
-local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest and not head)
-if fence then
+local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest and not head and not beat)
+if fence and beat then
+  return try_now(now) -- handed to the waiter
+elseif fence then
   return {1, fence}
 end
 head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
-if not w and not oldest and may_take(head, order, tok, now, tonumber(ARGV[7])) then
+local free = not w and not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
+if free and beat then
+  return try_now(now)
+elseif free then
   if head then
     drop_waiters(KEYS[7], KEYS[8], KEYS[9], {tok})
     redis.call('ZREM', KEYS[6], tok)
   end
   return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)}
 end
-if ARGV[4] == '1' then
+if join ~= '0' then
   local live = tonumber(ARGV[5])
-  join_queue(KEYS[7], KEYS[8], KEYS[9], tok, ARGV[3], now, live)
+  if not join_queue(KEYS[7], KEYS[8], KEYS[9], tok, ARGV[3], now, live, beat) then
+    return try_now(now) -- a heartbeat of a writer dropped from the line
+  end
   if ARGV[6] == '1' then
     redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
     redis.call('ZADD', KEYS[6], now_ms + live, tok)

@@ -11,7 +11,9 @@
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Members
 -- ARGV[4]  the member wanted; '' for any
--- ARGV[5]  1 to join the queue when not granted (Acquire), 0 not to
+-- ARGV[5]  1 to join the queue when not granted (Acquire), 0 not to,
+--          2 for a waiter's heartbeat: renew its place, take nothing (see
+--          try_now)
 -- ARGV[6]  waiter liveness timeout in ms
 -- ARGV[7]  starve_us: how long a waiter may wait before newcomers must
 --          queue behind it
@@ -22,8 +24,10 @@
 --           woken), holder: the named member's fence, or for any member
 --           the set's last fence, server time in µs (a hand-off to this
 --           token dated before it was void by now)};
---          {-1} when the named member is not in the set or being removed.
-local tok, ttl, meta, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+--          {-1} when the named member is not in the set or being removed;
+--          a heartbeat never takes a member: it replies try_now instead.
+local tok, ttl, meta, want, join = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local beat = join == '2'
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 set_reclaim(now_ms)
@@ -31,7 +35,9 @@ set_reclaim(now_ms)
 local mine = redis.call('HGET', KEYS[5], tok)
 if mine then
   local e = set_expiry(mine)
-  if e and e > now_ms then
+  if e and e > now_ms and beat then
+    return try_now(now) -- handed to the waiter
+  elseif e and e > now_ms then
     -- A try sent again after its reply was lost: the caller counts the
     -- lease's TTL from this try, so Redis must too.
     if ttl > 0 then
@@ -60,14 +66,17 @@ local function ahead(m)
   return nil
 end
 local function take(m)
+  if beat then
+    return try_now(now)
+  end
   if queued then
     drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
   end
   return {1, set_grant(m, tok, ttl, meta, now), m}
 end
 local function refuse(wait, holder)
-  if ARGV[5] == '1' then
-    join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[6]))
+  if join ~= '0' and not join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[6]), beat) then
+    return try_now(now) -- a heartbeat of a waiter dropped from the queue
   end
   return {0, wait, holder, now}
 end

@@ -72,9 +72,14 @@ end
 -- join_queue puts tok at the end of queue unless it is there already,
 -- and renews its liveness deadline to now_ms + live_ms: a waiter's try is
 -- its heartbeat. The queue's keys live as long as a waiter heartbeats, no
--- longer. Arrival order is the server clock (µs), strictly rising.
-local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms)
+-- longer. Arrival order is the server clock (µs), strictly rising. When
+-- keep_only is set (a heartbeat, see try_now) it only renews the place of
+-- a tok already queued. It returns whether tok is queued.
+local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_only)
   if not redis.call('ZSCORE', queue, tok) then
+    if keep_only then
+      return false
+    end
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
     local order = now
     if last then
@@ -87,6 +92,16 @@ local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms)
   redis.call('PEXPIRE', queue, 2 * live_ms)
   redis.call('PEXPIRE', alive, 2 * live_ms)
   redis.call('PEXPIRE', wmeta, 2 * live_ms)
+  return true
+end
+
+-- try_now is the reply of a waiter's heartbeat (a try script asked only
+-- to renew the waiter's place, never to take the lock or join the queue)
+-- when a try would do more: the lock is free for the waiter to take, was
+-- handed to it, or it is queued no more. It reads as a refusal whose
+-- wait is over at once, from an unknown holder.
+local function try_now(now)
+  return {0, 0, 0, now}
 end
 
 -- withdraw takes tok out of the queue, and returns whether it was in it

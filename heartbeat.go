@@ -1,0 +1,144 @@
+package dlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Join modes of the try scripts of queued waiters (queue_acquire,
+// rw_lock, set_acquire): a TryLock does not join the queue, a waiter
+// joins it, and a waiter's heartbeat only renews the place it has.
+const (
+	joinNever = 0
+	joinQueue = 1
+	joinBeat  = 2
+)
+
+// heartbeats keeps the places of a client's waiters alive in their
+// queues. Every queueHeartbeat it sends one batch (see sendAll) with the
+// heartbeat of each waiter that did not try since the last batch: one
+// round trip per shard, however many wait. A heartbeat is the waiter's
+// try in joinBeat mode: it renews the place and takes nothing, so one that
+// arrives late, after its waiter took the lock or left, changes nothing.
+// Its reply, a refused try's, goes to the waiter (see waiting.beaten).
+// The goroutine that sends the batches runs while the client has waiters.
+type heartbeats struct {
+	rdb    redis.UniversalClient
+	period time.Duration
+
+	mu      sync.Mutex
+	beats   map[*beat]struct{}
+	running bool
+}
+
+// beat is one waiter's heartbeat.
+type beat struct {
+	call  scriptCall // the try in joinBeat mode
+	parse func([]any, error) (attempt, error)
+	c     chan beatReply // the latest reply the waiter has not read
+	// skip, guarded by heartbeats.mu, leaves the beat out of the next
+	// batch: the waiter tried since the last one.
+	skip bool
+}
+
+// beatReply is the outcome of a heartbeat sent at sent.
+type beatReply struct {
+	r    attempt
+	sent time.Time
+	err  error
+}
+
+func newHeartbeats(rdb redis.UniversalClient) *heartbeats {
+	return &heartbeats{rdb: rdb, period: queueHeartbeat, beats: map[*beat]struct{}{}}
+}
+
+// join starts the heartbeat of a waiter whose try just joined it to a
+// queue: call, read by parse.
+func (h *heartbeats) join(call scriptCall, parse func([]any, error) (attempt, error)) *beat {
+	b := &beat{call: call, parse: parse, c: make(chan beatReply, 1), skip: true}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.beats[b] = struct{}{}
+	if !h.running {
+		h.running = true
+		go h.run()
+	}
+	return b
+}
+
+// leave stops b; a batch on its way may still carry it.
+func (h *heartbeats) leave(b *beat) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.beats, b)
+}
+
+// tried tells that b's waiter has just tried: its try renewed its place.
+func (h *heartbeats) tried(b *beat) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b.skip = true
+}
+
+// run sends a batch every period until no waiter is left.
+func (h *heartbeats) run() {
+	t := time.NewTicker(h.period)
+	defer t.Stop()
+	for range t.C {
+		due, ok := h.due()
+		if !ok {
+			return
+		}
+		if len(due) > 0 {
+			h.send(due)
+		}
+	}
+}
+
+// due lists the beats the next batch carries; !ok (and the loop ends)
+// when no waiter is left.
+func (h *heartbeats) due() (due []*beat, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.beats) == 0 {
+		h.running = false
+		return nil, false
+	}
+	for b := range h.beats {
+		if b.skip {
+			b.skip = false
+			continue
+		}
+		due = append(due, b)
+	}
+	return due, true
+}
+
+// send sends one batch of beats and gives each waiter its reply. A batch
+// takes at most queueLiveness: by then the places it would renew lapsed.
+func (h *heartbeats) send(beats []*beat) {
+	ctx, cancel := context.WithTimeout(context.Background(), queueLiveness)
+	defer cancel()
+	calls := make([]scriptCall, len(beats))
+	for i, b := range beats {
+		calls[i] = b.call
+	}
+	sent := time.Now()
+	for i, cmd := range sendAll(ctx, h.rdb, calls) {
+		r, err := beats[i].parse(cmd.Slice())
+		beats[i].deliver(beatReply{r: r, sent: sent, err: err})
+	}
+}
+
+// deliver replaces the reply b's waiter has not read, if any, with r.
+// Only the heartbeats goroutine delivers, so the send never blocks.
+func (b *beat) deliver(r beatReply) {
+	select {
+	case <-b.c:
+	default:
+	}
+	b.c <- r
+}

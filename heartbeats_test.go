@@ -1,0 +1,117 @@
+package dlock_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock"
+)
+
+// Many waiters of every queued kind on one client, each blocked on a lock
+// of its own that another client holds and renews: their heartbeats go in
+// one round trip per period, however many wait; the holders' renewals
+// wake none of them; their places outlive the liveness timeout; and each
+// release hands the lock over in one message, with no try.
+func TestManyWaitersBeatTogether(t *testing.T) {
+	srv, ctx := serve(t)
+	holders, _, _ := newClient(t, srv)
+	cnt := &hook{mark: "waiting"}
+	c, _ := hooked(t, srv, cnt)
+	const perKind, ttl = 100, 3 * time.Second
+	type waiter struct {
+		held *dlock.Lease
+		l    queuedLock
+		got  <-chan error
+	}
+	var ws []waiter
+	for _, k := range queuedKinds {
+		for i := range perKind {
+			name := fmt.Sprintf("beat-%s/%d", k.name, i)
+			held := mustTake(t, ctx, k.get(holders, name, dlock.WithTTL(ttl)).Lock)
+			l := k.get(c, name, dlock.WithTTL(ttl), dlock.WithMetadata(cnt.mark))
+			ws = append(ws, waiter{held, l, takeAndRelease(ctx, l.Lock)})
+		}
+	}
+	for _, w := range ws {
+		waitQueued(t, w.l, 1)
+	}
+
+	// Past the liveness timeout (3s), and past the holders' expiry had
+	// they not renewed.
+	const period = 4 * time.Second
+	trips, tries := cnt.trips.Load(), cnt.marked.Load()
+	time.Sleep(period)
+	trips, tries = cnt.trips.Load()-trips, cnt.marked.Load()-tries
+	t.Logf("%d waiters for %v: %d round trips, %d tries", len(ws), period, trips, tries)
+	if tries > 0 {
+		t.Errorf("%d tries while the holders renewed; want none", tries)
+	}
+	if max := int64(period/time.Second) + 1; trips > max {
+		t.Errorf("%d round trips in %v for %d waiters; want at most %d (a batch of heartbeats a second)", trips, period, len(ws), max)
+	}
+	for _, w := range ws {
+		if st := statusOf(t, w.l); len(st.Waiters) != 1 {
+			t.Fatalf("%+v: the waiter's place lapsed", st)
+		}
+	}
+
+	// A waiter handed the lock takes it without a try: its heartbeats
+	// keep the hand-off usable. It then sends its lease's first renewal
+	// (unless its unlock comes first) and its unlock.
+	trips, tries = cnt.trips.Load(), cnt.marked.Load()
+	start := time.Now()
+	for _, w := range ws {
+		mustUnlock(t, w.held)
+	}
+	for _, w := range ws {
+		within(t, w.got, 10*time.Second, "a waiter did not get the lock released")
+	}
+	trips, tries = cnt.trips.Load()-trips, cnt.marked.Load()-tries
+	t.Logf("%d round trips and %d tries for %d hand-offs", trips, tries, len(ws))
+	if tries > 0 {
+		t.Errorf("%d tries for %d hand-offs; want none", tries, len(ws))
+	}
+	if max := int64(2*len(ws)) + int64(time.Since(start)/time.Second) + 1; trips > max {
+		t.Errorf("%d round trips for %d hand-offs; want at most %d (a renewal and an unlock each)", trips, len(ws), max)
+	}
+}
+
+// A waiter whose place is taken away (here an operator clears the queue)
+// learns it from its next heartbeat and joins again, and gets the lock
+// when it is released.
+func TestWaiterDroppedFromQueueJoinsAgain(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			c, rdb, _ := newClient(t, srv)
+			l := k.get(c, "dropped", dlock.WithTTL(30*time.Second))
+			held := mustTake(t, ctx, l.Lock)
+			got := takeAndRelease(ctx, l.Lock)
+			waitQueued(t, l, 1)
+			keys, err := rdb.Keys(ctx, "*{dropped}*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var waiters []string
+			for _, k := range keys {
+				if strings.HasSuffix(k, ":queue") || strings.HasSuffix(k, ":alive") || strings.HasSuffix(k, ":wmeta") {
+					waiters = append(waiters, k)
+				}
+			}
+			if len(waiters) != 3 {
+				t.Fatalf("waiter keys %q among %q; want 3", waiters, keys)
+			}
+			if err := rdb.Del(ctx, waiters...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if st := statusOf(t, l); len(st.Waiters) != 0 {
+				t.Fatalf("%+v: still queued after the queue was cleared", st)
+			}
+			waitQueued(t, l, 1) // a heartbeat comes within a second or two
+			mustUnlock(t, held)
+			within(t, got, 5*time.Second, "the waiter did not get the lock released")
+		})
+	}
+}
