@@ -19,12 +19,12 @@ const (
 
 // heartbeats keeps the places of a client's waiters alive in their
 // queues. Every queueHeartbeat it sends one batch (see sendAll) with the
-// heartbeat of each waiter that did not try since the last batch: one
-// round trip per shard, however many wait. A heartbeat is the waiter's
-// try in joinBeat mode: it renews the place and takes nothing, so one that
-// arrives late, after its waiter took the lock or left, changes nothing.
-// Its reply, a refused try's, goes to the waiter (see waiting.beaten).
-// The goroutine that sends the batches runs while the client has waiters.
+// heartbeat of each waiter: one round trip per shard, however many wait.
+// A heartbeat is the waiter's try in joinBeat mode: it renews the place
+// and touches nothing else, so one that arrives late, after its waiter
+// took the lock or left, changes nothing. Its reply, a refused try's, goes
+// to the waiter (see waiting.beaten). The goroutine that sends the
+// batches runs while the client has waiters.
 type heartbeats struct {
 	rdb    redis.UniversalClient
 	period time.Duration
@@ -39,9 +39,6 @@ type beat struct {
 	call  scriptCall // the try in joinBeat mode
 	parse func([]any, error) (attempt, error)
 	c     chan beatReply // the latest reply the waiter has not read
-	// skip, guarded by heartbeats.mu, leaves the beat out of the next
-	// batch: the waiter tried since the last one.
-	skip bool
 }
 
 // beatReply is the outcome of a heartbeat sent at sent.
@@ -58,7 +55,7 @@ func newHeartbeats(rdb redis.UniversalClient) *heartbeats {
 // join starts the heartbeat of a waiter whose try just joined it to a
 // queue: call, read by parse.
 func (h *heartbeats) join(call scriptCall, parse func([]any, error) (attempt, error)) *beat {
-	b := &beat{call: call, parse: parse, c: make(chan beatReply, 1), skip: true}
+	b := &beat{call: call, parse: parse, c: make(chan beatReply, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.beats[b] = struct{}{}
@@ -76,13 +73,6 @@ func (h *heartbeats) leave(b *beat) {
 	delete(h.beats, b)
 }
 
-// tried tells that b's waiter has just tried: its try renewed its place.
-func (h *heartbeats) tried(b *beat) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	b.skip = true
-}
-
 // run sends a batch every period until no waiter is left.
 func (h *heartbeats) run() {
 	t := time.NewTicker(h.period)
@@ -92,9 +82,7 @@ func (h *heartbeats) run() {
 		if !ok {
 			return
 		}
-		if len(due) > 0 {
-			h.send(due)
-		}
+		h.send(due)
 	}
 }
 
@@ -108,28 +96,33 @@ func (h *heartbeats) due() (due []*beat, ok bool) {
 		return nil, false
 	}
 	for b := range h.beats {
-		if b.skip {
-			b.skip = false
-			continue
-		}
 		due = append(due, b)
 	}
 	return due, true
 }
 
 // send sends one batch of beats and gives each waiter its reply. A batch
-// takes at most queueLiveness: by then the places it would renew lapsed.
+// not answered within a period is left to finish in the background, its
+// replies dropped (each waiter is told errNoReply), so that a slow or
+// unreachable shard keeps no other waiter's next heartbeat from going on
+// time, before its place lapses.
 func (h *heartbeats) send(beats []*beat) {
-	ctx, cancel := context.WithTimeout(context.Background(), queueLiveness)
+	ctx, cancel := context.WithTimeout(context.Background(), h.period)
 	defer cancel()
 	calls := make([]scriptCall, len(beats))
 	for i, b := range beats {
 		calls[i] = b.call
 	}
 	sent := time.Now()
-	for i, cmd := range sendAll(ctx, h.rdb, calls) {
-		r, err := beats[i].parse(cmd.Slice())
-		beats[i].deliver(beatReply{r: r, sent: sent, err: err})
+	cmds, _, err := untilDone(ctx, func(ctx context.Context) ([]*redis.Cmd, error) {
+		return sendAll(ctx, h.rdb, calls), nil
+	}, nil)
+	for i, b := range beats {
+		r := beatReply{sent: sent, err: errNoReply}
+		if err == nil {
+			r.r, r.err = b.parse(cmds[i].Slice())
+		}
+		b.deliver(r)
 	}
 }
 

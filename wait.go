@@ -86,9 +86,6 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 // how long to sleep unless woken (<0: until woken), or the error that
 // ends the wait.
 func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
-	if s.b != nil {
-		s.c.beats.tried(s.b)
-	}
 	sent := time.Now()
 	r, pending, err := s.a.run(ctx, s.tok)
 	s.pending, s.answered = pending, !unanswered(err)

@@ -30,9 +30,14 @@ local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local beat = join == '2'
 local head, order = first_waiter(KEYS[3])
 local now = now_us()
--- The common case, nobody waiting: one SET NX takes a free lock.
-local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head and not beat)
-if fence and beat then
+local fence, holder, mine
+if beat then
+  holder, mine = peek_owner(KEYS[1], tok)
+else
+  -- The common case, nobody waiting: one SET NX takes a free lock.
+  fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head)
+end
+if mine then
   return try_now(now) -- handed to the waiter
 elseif fence then
   return {1, fence}

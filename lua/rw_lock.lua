@@ -40,9 +40,14 @@ local now_ms = math.floor(now / 1000)
 local oldest, oldest_fence = first_waiter(KEYS[3])
 oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
 local head, order = first_waiter(KEYS[7])
--- Nobody reading or waiting: one SET NX takes the write side if free.
-local fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest and not head and not beat)
-if fence and beat then
+local fence, w, mine
+if beat then
+  w, mine = peek_owner(KEYS[1], tok)
+else
+  -- Nobody reading or waiting: one SET NX takes the write side if free.
+  fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest and not head)
+end
+if mine then
   return try_now(now) -- handed to the waiter
 elseif fence then
   return {1, fence}

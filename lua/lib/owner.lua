@@ -21,6 +21,14 @@ local function owns(owner, tok)
   return v ~= false and string.sub(v, 1, #tok + 1) == tok .. ' '
 end
 
+-- peek_owner reads the holder of the owner key (parsed; nil when free)
+-- and whether it is tok, changing nothing: a waiter's heartbeat must not
+-- touch a lease, not even one handed to its own token.
+local function peek_owner(owner, tok)
+  local holder = owner_of(redis.call('GET', owner))
+  return holder, holder ~= nil and holder.tok == tok
+end
+
 -- owner_value is the owner key's value for the lease tok, taken at now
 -- (µs) with fence.
 local function owner_value(tok, fence, now, id, meta)

@@ -1,0 +1,60 @@
+package dlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// A heartbeat that reaches Redis after its waiter took the lock (it was
+// in a batch on its way) tells it to try and leaves the lease alone: a
+// lease refreshed to a longer TTL keeps it, since the holder counts on it.
+func TestHeartbeatLeavesTheLeaseAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := New(srv.Client(t))
+	t.Cleanup(func() { c.Close() })
+	opt := WithTTL(5 * time.Second)
+	set := c.MutexSet("beat-set", opt)
+	if err := set.Add(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	rw := c.RWMutex("beat-rw", opt)
+	for _, k := range []struct {
+		name   string
+		take   func(context.Context) (*Lease, error)
+		waiter *acquisition
+		status func(context.Context) (Status, error)
+	}{
+		{"Mutex", c.Mutex("beat-mutex", opt).TryLock, c.queued(kindMutex, "beat-mutex", []LockOption{opt}).acquisition(true),
+			c.Mutex("beat-mutex").Status},
+		{"FairMutex", c.FairMutex("beat-fair", opt).TryLock, c.queued(kindFair, "beat-fair", []LockOption{opt}).acquisition(true),
+			c.FairMutex("beat-fair").Status},
+		{"RWMutex", rw.TryLock, rw.writer(true), rw.Status},
+		{"MutexSet", set.TryAcquire, set.acquisition("", true), set.Status},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			l, err := k.take(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock(ctx)
+			if err := l.Refresh(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			r, err := k.waiter.parse(k.waiter.beat(l.token).run(ctx, c.rdb).Slice())
+			if err != nil || r.ok || r.wait != 0 {
+				t.Fatalf("heartbeat of the holder's token: %+v, %v; want a refusal to try at once", r, err)
+			}
+			st, err := k.status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.TTL < 50*time.Second {
+				t.Errorf("TTL %v after the heartbeat; want the minute Refresh set", st.TTL)
+			}
+		})
+	}
+}
