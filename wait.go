@@ -151,15 +151,6 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	return s.a.grant(s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held)
 }
 
-// refusal takes in r, a refusal by a try or a heartbeat sent at sent,
-// and returns how long to sleep (<0: until woken), or the stall timeout's
-// error.
-func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
-	s.trouble = nil
-	s.refused, s.refusedAt = sent, r.at
-	return s.next(r)
-}
-
 // beaten reads a heartbeat's reply, and returns how long to sleep on
 // from now (<0: until woken; 0: try now), whether that replaces the sleep
 // under way (it does not when the reply tells nothing new), or the stall
@@ -180,9 +171,12 @@ func (s *waiting) beaten(br beatReply) (time.Duration, bool, error) {
 	return next, true, err
 }
 
-// next is how long to sleep after a refusal (<0: until woken), or the
-// stall timeout's error.
-func (s *waiting) next(r attempt) (time.Duration, error) {
+// refusal takes in r, a refusal by a try or a heartbeat sent at sent,
+// and returns how long to sleep (<0: until woken), or the stall timeout's
+// error.
+func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
+	s.trouble = nil
+	s.refused, s.refusedAt = sent, r.at
 	// 0 is "free, but another waiter is first": not a new holder.
 	if r.holder != 0 && r.holder != s.holder {
 		s.holder, s.stallClock = r.holder, time.Now()
@@ -234,13 +228,21 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 	if s.b != nil {
 		beats = s.b.c
 	}
-	t := time.NewTimer(0)
-	t.Stop()
-	defer t.Stop()
+	var t *time.Timer // made when a wake-up time is first set
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	wake := s.wakeAt(next)
 	for asleep := true; asleep; {
 		var expiry <-chan time.Time
-		if !wake.IsZero() {
+		switch {
+		case wake.IsZero():
+		case t == nil:
+			t = time.NewTimer(time.Until(wake))
+			expiry = t.C
+		default:
 			t.Reset(time.Until(wake))
 			expiry = t.C
 		}
@@ -264,7 +266,6 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 		case <-closed:
 			return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
 		}
-		t.Stop()
 	}
 	if s.w != nil && s.w.Detached() {
 		// The hub gave this subscription up (its cluster shard moved):
