@@ -55,6 +55,8 @@ func TestCluster(t *testing.T) {
 		})
 	}
 
+	t.Run("semaphore permits", func(t *testing.T) { semContention(t, ctx, c, "cluster-sem") })
+
 	t.Run("rw readers and writers", func(t *testing.T) {
 		m := &rwMarkers{dir: t.TempDir()}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -54,6 +54,9 @@ var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{
 		return c.FairMutex(name, dlock.WithTTL(5*time.Second))
 	},
 	"rw": func(c *dlock.Client, name string) dlock.Locker { return c.RWMutex(name, dlock.WithTTL(5*time.Second)) },
+	"semaphore": func(c *dlock.Client, name string) dlock.Locker {
+		return onePermit{c.Semaphore(name, 1, dlock.WithTTL(5*time.Second))}
+	},
 }
 
 // errOverlap reports that two holders were inside the critical section at
@@ -235,6 +238,10 @@ func runHelper(mode string) int {
 		return rwWriteForever()
 	case "faults":
 		return faultWorker()
+	case "semcontend":
+		return semContendHelper()
+	case "semhold", "semqueue":
+		return semHelper(mode)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2

@@ -65,6 +65,15 @@ func freeSet(ctx context.Context, c *dlock.Client) error {
 	return lease.Unlock(ctx)
 }
 
+func freeSem(ctx context.Context, c *dlock.Client) error {
+	// TryAcquire fails while anyone is queued, too.
+	lease, err := c.Semaphore("L", 2).TryAcquire(ctx, 2)
+	if err != nil {
+		return err
+	}
+	return lease.Unlock(ctx)
+}
+
 // acquireForms are every primitive's Try and waiting forms.
 var acquireForms = []acquireForm{
 	{"Mutex.TryLock", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
@@ -103,6 +112,12 @@ var acquireForms = []acquireForm{
 	{"MutexSet.AcquireMember", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
 		return c.MutexSet("L", o...).AcquireMember(ctx, "only")
 	}, freeSet},
+	{"Semaphore.TryAcquire", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.Semaphore("L", 2, o...).TryAcquire(ctx, 2)
+	}, freeSem},
+	{"Semaphore.Acquire", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return c.Semaphore("L", 2, o...).Acquire(ctx, 2)
+	}, freeSem},
 }
 
 // marker is a metadata text unique to one test, so that the proxy can

@@ -17,9 +17,10 @@ import (
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
-// queuedLock is a Mutex, a FairMutex, the write side of an RWMutex or a
-// MutexSet of one member (see oneMember): the locks whose release hands
-// the lock straight to the first waiter.
+// queuedLock is a Mutex, a FairMutex, the write side of an RWMutex, a
+// MutexSet of one member (see oneMember) or a Semaphore of one permit
+// (see onePermit): the locks whose release hands the lock straight to the
+// first waiter.
 type queuedLock interface {
 	Lock(ctx context.Context) (*dlock.Lease, error)
 	Status(ctx context.Context) (dlock.Status, error)
@@ -40,6 +41,28 @@ var queuedKinds = []struct {
 		s := c.MutexSet(name, opts...)
 		return oneMember{s, s.Add(context.Background(), "only")}
 	}},
+	{"Semaphore", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
+		return onePermit{c.Semaphore(name, 1, opts...)}
+	}},
+}
+
+// onePermit is a Semaphore of size 1 as a queuedLock and a Locker: Lock
+// acquires its permit, and Status describes the permit's holder as a
+// lock's.
+type onePermit struct{ *dlock.Semaphore }
+
+func (s onePermit) TryLock(ctx context.Context) (*dlock.Lease, error) { return s.TryAcquire(ctx, 1) }
+func (s onePermit) Lock(ctx context.Context) (*dlock.Lease, error)    { return s.Acquire(ctx, 1) }
+func (s onePermit) Do(ctx context.Context, fn func(context.Context) error) error {
+	return s.Semaphore.Do(ctx, 1, fn)
+}
+
+func (s onePermit) Status(ctx context.Context) (dlock.Status, error) {
+	st, err := s.Semaphore.Status(ctx)
+	for _, h := range st.Holders {
+		st.Metadata, st.TTL, st.Since, st.Fence = h.Metadata, h.TTL, h.Since, h.Fence
+	}
+	return st, err
 }
 
 // oneMember is a MutexSet of one member as a queuedLock: Lock acquires any

@@ -88,7 +88,20 @@ func TestWaiterDroppedFromQueueJoinsAgain(t *testing.T) {
 			c, rdb, _ := newClient(t, srv)
 			l := k.get(c, "dropped", dlock.WithTTL(30*time.Second))
 			held := mustTake(t, ctx, l.Lock)
-			got := takeAndRelease(ctx, l.Lock)
+			// The waiter, on a client of its own, tries twice: once to
+			// queue, once more when subscribed. Then only heartbeats.
+			wh := &hook{mark: "dropped-waiter"}
+			wc, _ := hooked(t, srv, wh)
+			got := takeAndRelease(ctx, k.get(wc, "dropped", dlock.WithMetadata(wh.mark)).Lock)
+			err := eventually(ctx, 5*time.Second, func() error {
+				if n := wh.marked.Load(); n < 2 {
+					return fmt.Errorf("%d tries, want 2", n)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			waitQueued(t, l, 1)
 			keys, err := rdb.Keys(ctx, "*{dropped}*").Result()
 			if err != nil {

@@ -33,12 +33,16 @@ func (c *Client) kindOf(k kind, name string) inspectable {
 		return c.RWMutex(name)
 	case kindSet:
 		return c.MutexSet(name)
+	case kindSem:
+		// Size 0: Status reports the size the latest acquisition asked
+		// under.
+		return c.semaphore(name, 0, nil)
 	}
 	return nil
 }
 
 // Inspect returns the status of every kind of lock called name (mutex,
-// fair, rw, set) that Redis has state for: held, waited for, remembering
+// fair, rw, set, semaphore) that Redis has state for: held, waited for, remembering
 // a fence, or having members. It returns none for a name no one has used
 // lately.
 func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {

@@ -20,12 +20,13 @@ const (
 	kindFair  kind = keys.KindFair
 	kindRW    kind = keys.KindRW
 	kindSet   kind = keys.KindSet
+	kindSem   kind = keys.KindSem
 )
 
-var kinds = []kind{kindMutex, kindFair, kindRW, kindSet}
+var kinds = []kind{kindMutex, kindFair, kindRW, kindSet, kindSem}
 
 // String returns the kind as messages name it: "mutex", "fair mutex",
-// "rw mutex" or "mutex set".
+// "rw mutex", "mutex set" or "semaphore".
 func (k kind) String() string {
 	switch k {
 	case kindFair:

@@ -57,7 +57,7 @@ func waitersOf(v any) []Waiter {
 	var out []Waiter
 	for i := 0; i+1 < len(w); i += 2 {
 		meta, _ := w[i].(string)
-		out = append(out, Waiter{Metadata: meta, Since: time.UnixMilli(toInt(w[i+1]))})
+		out = append(out, Waiter{Metadata: meta, Since: time.UnixMilli(toInt(w[i+1])), Permits: 1})
 	}
 	return out
 }

@@ -127,6 +127,7 @@ func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 			TTL:      ttlOf(toInt(rs[i+1])),
 			Fence:    uint64(toInt(rs[i+2])),
 			Since:    time.UnixMilli(toInt(rs[i+3])),
+			Permits:  1,
 		})
 	}
 	st.Held = st.Held || len(st.Readers) > 0

@@ -45,4 +45,11 @@ var (
 	setHeld    = lua.MustLoad("set_held.lua")
 	setMembers = lua.MustLoad("set_members.lua")
 	setStatus  = lua.MustLoad("set_status.lua")
+
+	semAcquire = lua.MustLoad("sem_acquire.lua")
+	semRelease = lua.MustLoad("sem_release.lua")
+	semLeave   = lua.MustLoad("sem_leave.lua")
+	semRefresh = lua.MustLoad("sem_refresh.lua")
+	semHeld    = lua.MustLoad("sem_held.lua")
+	semStatus  = lua.MustLoad("sem_status.lua")
 )

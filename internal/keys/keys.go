@@ -25,6 +25,7 @@ const (
 	KindFair  = "fair"
 	KindRW    = "rw"
 	KindSet   = "set"
+	KindSem   = "semaphore"
 )
 
 // ErrName reports a lock name that is empty or longer than MaxName bytes.

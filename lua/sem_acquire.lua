@@ -1,0 +1,75 @@
+-- sem_acquire.lua: take n permits of a Semaphore if they fit and the
+-- caller comes first: nobody waits, or it is the first waiter (FIFO, no
+-- barging: a waiter that needs more than is free holds back everyone
+-- behind it). Otherwise (when asked) queue the caller, or renew its place.
+-- Expired leases and dead waiters are dropped on the way, and waiters
+-- that now fit are granted their permits (see grant_waiters). Costs
+-- O(log n) in leases and waiters, plus O(k) for the k (at most 100)
+-- expired leases or dead waiters it drops and the waiters it grants.
+-- KEYS[1]  the main hash (see lib/permits.lua)
+-- KEYS[2]  the last fence
+-- KEYS[3]  leases: zset token -> deadline (server ms; inf: never)
+-- KEYS[4]  the queue, KEYS[5] liveness, KEYS[6] waiter metadata (see
+--          lib/waiters.lua)
+-- ARGV[1]  token of the new lease
+-- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
+-- ARGV[3]  metadata shown by Status
+-- ARGV[4]  n: permits wanted, 1 to size
+-- ARGV[5]  size: the caller's size of the semaphore
+-- ARGV[6]  1 to join the queue when not granted (Acquire), 0 not to
+--          (TryAcquire), 2 for a waiter's heartbeat: renew its place, take
+--          nothing (see try_now)
+-- ARGV[7]  waiter liveness timeout in ms
+-- ARGV[8]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[9]  the release channel, on which granted waiters are told
+-- Returns  {1, fence} when taken (also when this token already holds a
+--          lease: a try may be sent again after a lost reply, or permits
+--          were handed to it; the lease's TTL then starts anew);
+--          {0, ms until it is worth trying again unasked (-1: only when
+--           woken), the last fence issued (0 if forgotten), server time in
+--           µs (a hand-off to this token dated before it was void by now)};
+--          a heartbeat never takes permits: it replies try_now instead.
+local tok, ttl, meta, join = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6]
+local n, size = tonumber(ARGV[4]), tonumber(ARGV[5])
+local beat = join == '2'
+local now = now_us()
+local now_ms = math.floor(now / 1000)
+local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
+local head = first_waiter(KEYS[4])
+if head then
+  used = grant_waiters(KEYS, ARGV[8], ARGV[9], now, used)
+  head = first_waiter(KEYS[4])
+end
+local mine = lease_of(KEYS[1], tok)
+if mine and beat then
+  return try_now(now) -- handed to the waiter
+elseif mine then
+  redis.call('ZADD', KEYS[3], deadline_of(ttl, now_ms), tok)
+  expire_by_last(KEYS[3], now_ms, KEYS[1], KEYS[3])
+  return {1, mine.fence}
+end
+if not beat and (not head or head == tok) and used + n <= size then
+  if head then
+    drop_waiters(KEYS[4], KEYS[5], KEYS[6], {tok})
+  end
+  local fence = issue_fence(KEYS[2], now)
+  add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], fence, now, meta, deadline_of(ttl, now_ms))
+  return {1, fence}
+end
+if join ~= '0' and not join_queue(KEYS[4], KEYS[5], KEYS[6], tok, ARGV[4] .. ':' .. ARGV[5] .. ':' .. meta, now, tonumber(ARGV[7]), beat) then
+  return try_now(now) -- a heartbeat of a waiter dropped from the queue
+end
+-- First in line, the permits it lacks come back by a release, which
+-- grants them, or at the latest when the first lease runs out. Behind
+-- another, its turn comes when that one is granted, leaves, or is
+-- dropped at its liveness deadline.
+local wait = -1
+if head and head ~= tok then
+  wait = tonumber(redis.call('ZSCORE', KEYS[5], head)) - now_ms
+else
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+  if first and first ~= 'inf' then
+    wait = tonumber(first) - now_ms
+  end
+end
+return {0, wait, tonumber(redis.call('GET', KEYS[2]) or '0'), now}

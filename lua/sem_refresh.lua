@@ -1,0 +1,14 @@
+-- sem_refresh.lua: extend a Semaphore lease if it is still live.
+-- KEYS     as for sem_acquire (only KEYS[1] and KEYS[3] are used)
+-- ARGV[1]  token of the lease
+-- ARGV[2]  new TTL in milliseconds
+-- Returns  1 when extended; 0 when the token held no live lease (nothing
+--          changes).
+local now_ms = time_ms()
+local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not deadline or (deadline ~= 'inf' and tonumber(deadline) <= now_ms) then
+  return 0
+end
+redis.call('ZADD', KEYS[3], 'XX', int(now_ms + tonumber(ARGV[2])), ARGV[1])
+expire_by_last(KEYS[3], now_ms, KEYS[1], KEYS[3])
+return 1

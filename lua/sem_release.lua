@@ -1,0 +1,21 @@
+-- sem_release.lua: release a Semaphore lease if the token holds a live
+-- one, and grant the freed permits to the waiters they now let through,
+-- in queue order (see grant_waiters in lib/permits.lua).
+-- KEYS     as for sem_acquire: main hash, last fence, leases, queue,
+--          liveness, waiter metadata
+-- ARGV[1]  token of the lease
+-- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[3]  the release channel
+-- Returns  1 when released; 0 when the token held no live lease (nothing
+--          else changes).
+local now = now_us()
+local used = permits_in_use(KEYS[1], KEYS[3], math.floor(now / 1000))
+local l = lease_of(KEYS[1], ARGV[1])
+if not l then
+  return 0
+end
+drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n)
+if first_waiter(KEYS[4]) then
+  grant_waiters(KEYS, ARGV[2], ARGV[3], now, used - l.n)
+end
+return 1
