@@ -11,6 +11,8 @@
 //   - RWMutex: many readers or one writer, each reader a lease of its own.
 //   - MutexSet: a pool of named members, each an exclusive lock; take any
 //     free member (least recently used first) or one by name.
+//   - Semaphore: at most N permits held at once; each acquisition a lease
+//     of n of them, waiters served first come first served.
 //
 // # Leases
 //
@@ -27,8 +29,10 @@
 //
 // A caller that waits joins the lock's waiters in Redis and listens on its
 // release channel, over one subscription connection per Client. A release
-// wakes the waiters it can let in (for a Mutex or FairMutex exactly one,
-// the first in line), so a hand-off costs one message and one try. Waiters
+// hands the lock to the waiters it can let in (for a Mutex or FairMutex
+// exactly one, the first in line; for a Semaphore each waiter in turn
+// whose permits fit) with the message that wakes each, so a hand-off
+// costs one message. Waiters
 // also wake when the holder's lease would run out, and back off through
 // transient errors until their ctx ends.
 //

@@ -207,6 +207,39 @@ func ExampleMutexSet_Do() {
 	// err: <nil>
 }
 
+func ExampleSemaphore() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// At most 4 GPU jobs at once across the fleet; a job takes as many
+	// permits as it needs GPUs. Waiters are served in arrival order, and
+	// a large job holds back those behind it, so it is never starved.
+	gpus := locks.Semaphore("gpu-jobs", 4, dlock.WithMetadata("trainer-7"))
+	err := gpus.Do(ctx, 3, func(ctx context.Context) error {
+		st, _ := gpus.Status(ctx)
+		fmt.Println("in use:", st.InUse, "of", st.Size)
+		// ctx is cancelled if the lease is lost.
+		return nil
+	})
+	fmt.Println("err:", err)
+
+	// TryAcquire takes permits only if they are free and nobody waits.
+	lease, err := gpus.TryAcquire(ctx, 1)
+	if err != nil {
+		fmt.Println("busy:", err)
+		return
+	}
+	defer lease.Unlock(ctx)
+	fmt.Println("fence:", lease.Fence() > 0)
+	// Output:
+	// in use: 3 of 4
+	// err: <nil>
+	// fence: true
+}
+
 func ExampleFairMutex() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})

@@ -617,3 +617,20 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 		t.Errorf("%d round trips for TryAcquire and Unlock, want 2: %s", n, cnt)
 	}
 }
+
+// TestSemaphoreStallTimeout: Acquire gives up once nobody has acquired
+// permits for the stall timeout while it waited.
+func TestSemaphoreStallTimeout(t *testing.T) {
+	c, ctx := start(t)
+	s := c.Semaphore("stall", 2, dlock.WithNoExpiry())
+	h := mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.Acquire(ctx, 2) })
+	const stall = 500 * time.Millisecond
+	givesUpOnStall(t, "Acquire", stall, func() error {
+		_, err := c.Semaphore("stall", 2, dlock.WithStallTimeout(stall)).Acquire(ctx, 1)
+		return err
+	})
+	if st := statusOf(t, s); len(st.Waiters) != 0 {
+		t.Errorf("waiters %+v after the stall; want none", st.Waiters)
+	}
+	mustUnlock(t, h)
+}
