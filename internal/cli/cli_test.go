@@ -348,3 +348,83 @@ rm "$1/$DLOCK_MEMBER"`
 		t.Errorf("set list:\n%s", out)
 	}
 }
+
+// TestSemRun: 6 concurrent jobs of 1 or 2 permits on a semaphore of 3:
+// never more than 3 permits held at once (a marker file per permit).
+func TestSemRun(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	script := `set -C
+got=0 mine=
+for i in 0 1 2; do
+  [ "$got" -lt "$DLOCK_PERMITS" ] || break
+  if true 2>/dev/null > "$1/slot-$i"; then got=$((got+1)) mine="$mine $1/slot-$i"; fi
+done
+[ "$got" -eq "$DLOCK_PERMITS" ] || exit 98
+echo "$DLOCK_NAME $DLOCK_PERMITS $DLOCK_FENCE" >> "$1.log"
+sleep 0.2
+rm $mine`
+	var wg sync.WaitGroup
+	codes := make([]int, 6)
+	outs := make([][]byte, 6)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := []string{"sem", "run", "jobs", "--size", "3", "--permits", fmt.Sprint(1 + i%2), "--", "sh", "-c", script, "sh", dir}
+			if i%3 == 0 { // flags before the name, too
+				args = []string{"sem", "run", "--size", "3", "--permits", fmt.Sprint(1 + i%2), "jobs", "--", "sh", "-c", script, "sh", dir}
+			}
+			out, err := spawn(t, srv, args...).CombinedOutput()
+			codes[i], outs[i] = exitOf(err), out
+		}()
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != 0 {
+			t.Errorf("job %d exited %d (98: over 3 permits at once): %s", i, code, outs[i])
+		}
+	}
+	data, _ := os.ReadFile(dir + ".log")
+	if lines := strings.Split(strings.TrimSpace(string(data)), "\n"); len(lines) != 6 || !strings.HasPrefix(lines[0], "jobs ") {
+		t.Errorf("jobs logged %q; want 6 lines of name, permits, fence", lines)
+	}
+
+	// Usage errors, and -n while all permits are held.
+	for _, args := range [][]string{
+		{"sem", "run", "jobs", "--", "true"},
+		{"sem", "run", "jobs", "--size", "0", "--", "true"},
+		{"sem", "run", "jobs", "--size", "3", "--permits", "4", "--", "true"},
+		{"sem", "run", "jobs", "--size", "3", "true"},
+	} {
+		if code, _, errOut := dl(t, srv, args...); code != 2 {
+			t.Errorf("%q: exit %d, %q; want 2", args, code, errOut)
+		}
+	}
+	holder := spawn(t, srv, "sem", "run", "--metadata", "holder-1", "jobs", "--size", "3", "--permits", "3", "--", "sleep", "3")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, out, _ := dl(t, srv, "status", "jobs")
+		if code == 0 && strings.Contains(out, "3/3 permits in use") && strings.Contains(out, "holder-1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status while held:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _, errOut := dl(t, srv, "sem", "run", "-n", "jobs", "--size", "3", "--", "true"); code != 1 || !strings.Contains(errOut, "not obtained") {
+		t.Errorf("-n while full: exit %d, %q", code, errOut)
+	}
+	code, out, _ := dl(t, srv, "list", "--json", "jobs")
+	var sts []map[string]any
+	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 1 || sts[0]["kind"] != "semaphore" ||
+		sts[0]["size"] != 3.0 || sts[0]["in_use"] != 3.0 {
+		t.Errorf("list --json jobs: %s", out)
+	}
+}

@@ -21,9 +21,9 @@ func (e *env) statusCmd() *cobra.Command {
 		Use:   "status NAME",
 		Short: "Show who holds a lock, for how long, and who waits",
 		Long: `status shows every kind of lock called NAME that Redis has state for
-(mutex, fair, rw, set): the holder's metadata, the time left on its lease,
-its fencing token, and the waiters, readers or members. A name with no
-state is free.`,
+(mutex, fair, rw, set, semaphore): the holder's metadata, the time left on
+its lease, its fencing token, and the waiters, readers, members or permits
+in use. A name with no state is free.`,
 		Args: exactArgs(1, "usage: dlock status [--json] NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := e.connect(cmd.Context())
@@ -110,6 +110,9 @@ type jsonStatus struct {
 	WriterWaiting bool         `json:"writer_waiting,omitempty"`
 	Members       *int         `json:"members,omitempty"`
 	Free          *int         `json:"free,omitempty"`
+	Size          *int64       `json:"size,omitempty"`   // a semaphore's, as its latest acquisition asked
+	InUse         *int64       `json:"in_use,omitempty"` // a semaphore's permits held
+	Holders       []jsonHolder `json:"holders,omitempty"`
 }
 
 type jsonHolder struct {
@@ -117,7 +120,8 @@ type jsonHolder struct {
 	Since     time.Time `json:"since"`
 	TTLMillis *int64    `json:"ttl_ms,omitempty"`
 	Fence     uint64    `json:"fence,omitempty"`
-	Member    string    `json:"member,omitempty"` // what a MutexSet waiter waits for
+	Member    string    `json:"member,omitempty"`  // what a MutexSet waiter waits for
+	Permits   int64     `json:"permits,omitempty"` // a semaphore's holder holds, its waiter waits for
 }
 
 func toJSON(st dlock.Status) jsonStatus {
@@ -128,8 +132,19 @@ func toJSON(st dlock.Status) jsonStatus {
 	if !st.Since.IsZero() {
 		j.Since = &st.Since
 	}
+	sem := st.Kind == "semaphore"
 	for _, w := range st.Waiters {
-		j.Waiters = append(j.Waiters, jsonHolder{Metadata: w.Metadata, Since: w.Since, Member: w.Member})
+		h := jsonHolder{Metadata: w.Metadata, Since: w.Since, Member: w.Member}
+		if sem {
+			h.Permits = w.Permits
+		}
+		j.Waiters = append(j.Waiters, h)
+	}
+	for _, h := range st.Holders {
+		j.Holders = append(j.Holders, jsonHolder{Metadata: h.Metadata, Since: h.Since, TTLMillis: millis(h.TTL), Fence: h.Fence, Permits: h.Permits})
+	}
+	if sem {
+		j.Size, j.InUse = &st.Size, &st.InUse
 	}
 	for _, r := range st.Readers {
 		j.Readers = append(j.Readers, jsonHolder{Metadata: r.Metadata, Since: r.Since, TTLMillis: millis(r.TTL), Fence: r.Fence})
@@ -168,8 +183,13 @@ func writeTable(w io.Writer, sts []dlock.Status) {
 			state = "held"
 		}
 		holder, ttl := "-", "-"
-		if st.Held && st.Metadata != "" {
-			holder = st.Metadata
+		switch {
+		case st.Held && st.Metadata != "":
+			holder = printable(st.Metadata)
+		case len(st.Holders) == 1:
+			holder = printable(st.Holders[0].Metadata)
+		case len(st.Holders) > 1:
+			holder = fmt.Sprintf("%d holders", len(st.Holders))
 		}
 		if st.Held && st.TTL != 0 {
 			ttl = formatTTL(st.TTL)
@@ -178,7 +198,7 @@ func writeTable(w io.Writer, sts []dlock.Status) {
 		if st.Fence != 0 {
 			fence = strconv.FormatUint(st.Fence, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(st.Name), st.Kind, state, printable(holder), ttl, fence, waiting(st))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(st.Name), st.Kind, state, holder, ttl, fence, waiting(st))
 	}
 	tw.Flush()
 }
@@ -200,6 +220,11 @@ func waiting(st dlock.Status) string {
 		}
 	case "set":
 		parts = append(parts, fmt.Sprintf("%d/%d free", st.Free, st.Members))
+		if len(st.Waiters) > 0 {
+			parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
+		}
+	case "semaphore":
+		parts = append(parts, fmt.Sprintf("%d/%d permits in use", st.InUse, st.Size))
 		if len(st.Waiters) > 0 {
 			parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
 		}
