@@ -65,6 +65,7 @@ func BenchmarkUncontended(b *testing.B) {
 		{"RWMutex-write", leaseTry(c.RWMutex("bench").TryLock)},
 		{"RWMutex-read", leaseTry(c.RWMutex("bench").TryRLock)},
 		{"MutexSet", leaseTry(set.TryAcquire)},
+		{"Semaphore", leaseTry(func(ctx context.Context) (*dlock.Lease, error) { return c.Semaphore("bench", 2).TryAcquire(ctx, 1) })},
 		{"floor", floorTry(rdb)},
 	} {
 		b.Run(p.name, func(b *testing.B) { benchTryLockUnlock(b, ctx, p.try, rdb, cnt) })

@@ -634,3 +634,35 @@ func TestSemaphoreStallTimeout(t *testing.T) {
 	}
 	mustUnlock(t, h)
 }
+
+// TestSemaphoreKeysExpire: no key of a semaphore outlives its leases, also
+// after a lease that never expires is released while others remain.
+func TestSemaphoreKeysExpire(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	forever := mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) {
+		return c.Semaphore("exp", 3, dlock.WithNoExpiry()).Acquire(ctx, 1)
+	})
+	mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) {
+		return c.Semaphore("exp", 3, dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRefresh(false)).Acquire(ctx, 2)
+	})
+	mustUnlock(t, forever)
+	err := eventually(ctx, 3*time.Second, func() error {
+		keys, err := rdb.Keys(ctx, "*{exp}*").Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if ttl, err := rdb.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
+				return fmt.Errorf("key %s: TTL %v, %v", k, ttl, err)
+			}
+		}
+		if len(keys) > 1 { // the fence key stays a minute
+			return fmt.Errorf("keys %q left after the last lease ran out", keys)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

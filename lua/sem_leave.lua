@@ -11,11 +11,12 @@
 -- Returns  1 when the caller was queued or held a lease, else 0.
 local tok = ARGV[1]
 local now = now_us()
-local used = permits_in_use(KEYS[1], KEYS[3], math.floor(now / 1000))
+local now_ms = math.floor(now / 1000)
+local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
 local removed, first = withdraw(KEYS[4], KEYS[5], KEYS[6], tok)
 local l = lease_of(KEYS[1], tok)
 if l then
-  drop_lease(KEYS[1], KEYS[3], tok, l.n)
+  drop_lease(KEYS[1], KEYS[3], tok, l.n, now_ms)
   used = used - l.n
 end
 if (l or first) and first_waiter(KEYS[4]) then

@@ -9,12 +9,13 @@
 -- Returns  1 when released; 0 when the token held no live lease (nothing
 --          else changes).
 local now = now_us()
-local used = permits_in_use(KEYS[1], KEYS[3], math.floor(now / 1000))
+local now_ms = math.floor(now / 1000)
+local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
 local l = lease_of(KEYS[1], ARGV[1])
 if not l then
   return 0
 end
-drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n)
+drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n, now_ms)
 if first_waiter(KEYS[4]) then
   grant_waiters(KEYS, ARGV[2], ARGV[3], now, used - l.n)
 end

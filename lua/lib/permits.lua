@@ -18,13 +18,17 @@ local function lease_of(main, tok)
   return {n = tonumber(n), fence = tonumber(fence), since = tonumber(since), meta = meta}
 end
 
--- drop_lease takes tok's lease of n permits out of the two keys, and
--- removes both when no permit is held any more.
-local function drop_lease(main, leases, tok, n)
+-- drop_lease takes tok's lease of n permits out of the two keys at now_ms,
+-- and removes both when no permit is held any more.
+local function drop_lease(main, leases, tok, n, now_ms)
   redis.call('ZREM', leases, tok)
   redis.call('HDEL', main, tok)
   if redis.call('HINCRBY', main, 'used', -n) <= 0 then
     redis.call('DEL', main, leases)
+  elseif redis.call('PTTL', main) == -1 then
+    -- The lease let go may have been one that never expires: the keys
+    -- now live as long as the longest lease left, no longer.
+    expire_by_last(leases, now_ms, main, leases)
   end
 end
 
@@ -35,7 +39,7 @@ local function permits_in_use(main, leases, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now_ms, 'LIMIT', 0, 100)
   for _, tok in ipairs(dead) do
     local l = lease_of(main, tok)
-    drop_lease(main, leases, tok, l and l.n or 0)
+    drop_lease(main, leases, tok, l and l.n or 0, now_ms)
   end
   return tonumber(redis.call('HGET', main, 'used') or '0')
 end
