@@ -91,6 +91,7 @@ func exerciseAPI(t *testing.T, c *dlock.Client) {
 	}{
 		{"Mutex", c.Mutex("m")}, {"FairMutex", c.FairMutex("f")},
 		{"RWMutex", rw}, {"RWMutex.RLocker", c.RWMutex("r").RLocker()},
+		{"Semaphore", onePermit{c.Semaphore("sem", 1)}},
 	}
 	for _, lk := range lockers {
 		waitWoken(t, lk.name, lk.l.TryLock, lk.l.Lock)
@@ -99,7 +100,7 @@ func exerciseAPI(t *testing.T, c *dlock.Client) {
 	// A writer waits for a reader, with its intention.
 	waitWoken(t, "RWMutex read then write", rw.RLock, rw.Lock)
 	for _, st := range []func(context.Context) (dlock.Status, error){
-		c.Mutex("m").Status, c.FairMutex("f").Status, rw.Status,
+		c.Mutex("m").Status, c.FairMutex("f").Status, rw.Status, c.Semaphore("sem", 1).Status,
 	} {
 		_, err := st(ctx)
 		must("Status", err)
