@@ -666,3 +666,24 @@ func TestSemaphoreKeysExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSemaphoreForceUnlock: an operator's ForceUnlock removes every
+// lease; the waiter goes on, and the old holders find their leases lost.
+func TestSemaphoreForceUnlock(t *testing.T) {
+	c, ctx := start(t)
+	s := c.Semaphore("force", 2, dlock.WithNoExpiry())
+	h := mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.Acquire(ctx, 2) })
+	got := acquireAsync(t, ctx, s, 1)
+	waitSem(t, s, "a waiter", func(st dlock.Status) bool { return len(st.Waiters) == 1 })
+	freed, err := c.ForceUnlock(ctx, "force")
+	if err != nil || len(freed) != 1 || freed[0].Kind != "semaphore" || freed[0].InUse != 2 {
+		t.Fatalf("ForceUnlock = %+v, %v", freed, err)
+	}
+	mustUnlock(t, receive(t, got, "waiter"))
+	if ok, err := h.Held(ctx); ok || err != nil {
+		t.Errorf("Held after ForceUnlock = %v, %v; want false", ok, err)
+	}
+	if err := h.Unlock(ctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock after ForceUnlock = %v, want ErrLost", err)
+	}
+}
