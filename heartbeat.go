@@ -9,7 +9,7 @@ import (
 )
 
 // Join modes of the try scripts of queued waiters (queue_acquire,
-// rw_lock, set_acquire): a TryLock does not join the queue, a waiter
+// rw_lock, set_acquire, sem_acquire): a TryLock does not join the queue, a waiter
 // joins it, and a waiter's heartbeat only renews the place it has.
 const (
 	joinNever = 0

@@ -34,13 +34,14 @@ local n, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local beat = join == '2'
 local now = now_us()
 local now_ms = math.floor(now / 1000)
+local mine = live_lease(KEYS[1], KEYS[3], tok, now_ms)
 local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
 local head = first_waiter(KEYS[4])
 if head then
   used = grant_waiters(KEYS, ARGV[8], ARGV[9], now, used)
   head = first_waiter(KEYS[4])
+  mine = mine or lease_of(KEYS[1], tok) -- granted just now
 end
-local mine = lease_of(KEYS[1], tok)
 if mine and beat then
   return try_now(now) -- handed to the waiter
 elseif mine then
@@ -48,7 +49,7 @@ elseif mine then
   expire_by_last(KEYS[3], now_ms, KEYS[1], KEYS[3])
   return {1, mine.fence}
 end
-if not beat and (not head or head == tok) and used + n <= size then
+if not beat and (not head or head == tok) and n <= size - used then
   if head then
     drop_waiters(KEYS[4], KEYS[5], KEYS[6], {tok})
   end

@@ -6,7 +6,7 @@
 --          changes).
 local now_ms = time_ms()
 local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not deadline or (deadline ~= 'inf' and tonumber(deadline) <= now_ms) then
+if not deadline or (deadline ~= 'inf' and tonumber(deadline) <= now_ms) or not lease_of(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('ZADD', KEYS[3], 'XX', int(now_ms + tonumber(ARGV[2])), ARGV[1])

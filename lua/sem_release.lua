@@ -11,7 +11,7 @@
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
-local l = lease_of(KEYS[1], ARGV[1])
+local l = live_lease(KEYS[1], KEYS[3], ARGV[1], now_ms)
 if not l then
   return 0
 end

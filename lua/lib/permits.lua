@@ -8,13 +8,13 @@
 -- longest lease. A waiter's metadata entry is "<permits>:<size>:<meta>".
 
 -- lease_of returns tok's lease in the main hash, parsed into
--- {n, fence, since, meta}, or nil. It does not look at the deadline.
+-- {n, fence, since, meta}, or nil (also for an entry dlock did not write).
+-- It does not look at the deadline.
 local function lease_of(main, tok)
-  local v = redis.call('HGET', main, tok)
-  if not v then
+  local n, fence, since, meta = string.match(redis.call('HGET', main, tok) or '', '^(%d+) (%d+) (%d+) (.*)$')
+  if not n then
     return nil
   end
-  local n, fence, since, meta = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
   return {n = tonumber(n), fence = tonumber(fence), since = tonumber(since), meta = meta}
 end
 
@@ -41,7 +41,31 @@ local function permits_in_use(main, leases, now_ms)
     local l = lease_of(main, tok)
     drop_lease(main, leases, tok, l and l.n or 0, now_ms)
   end
-  return tonumber(redis.call('HGET', main, 'used') or '0')
+  local used = tonumber(redis.call('HGET', main, 'used') or '0')
+  if used > 0 and redis.call('EXISTS', leases) == 0 then
+    -- The leases are gone without the count (an operator, or eviction
+    -- under a volatile-* policy): their permits would never come back.
+    redis.call('DEL', main)
+    return 0
+  end
+  return used
+end
+
+-- live_lease returns tok's lease (see lease_of) if its deadline has not
+-- passed by now_ms, else nil, dropping an expired one that
+-- permits_in_use left for a later call: a lease that ran out is never
+-- taken up again, not even by a try sent again with its token.
+local function live_lease(main, leases, tok, now_ms)
+  local l = lease_of(main, tok)
+  if not l then
+    return nil
+  end
+  local deadline = redis.call('ZSCORE', leases, tok)
+  if deadline == 'inf' or (deadline and tonumber(deadline) > now_ms) then
+    return l
+  end
+  drop_lease(main, leases, tok, l.n, now_ms)
+  return nil
 end
 
 -- deadline_of is a lease's deadline in the leases zset for a TTL of ttl_ms
@@ -82,7 +106,7 @@ local function grant_waiters(keys, publish, channel, now, used)
     end
     local n, size, meta = string.match(redis.call('HGET', wmeta, tok) or '', '^(%d+):(%d+):(.*)$')
     n = tonumber(n)
-    if not n or used + n > tonumber(size) then
+    if not n or n > tonumber(size) - used then
       break
     end
     local deadline = redis.call('ZSCORE', alive, tok)
