@@ -34,8 +34,7 @@ local n, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local beat = join == '2'
 local now = now_us()
 local now_ms = math.floor(now / 1000)
-local mine = live_lease(KEYS[1], KEYS[3], tok, now_ms)
-local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
+local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, now_ms)
 local head = first_waiter(KEYS[4])
 if head then
   used = grant_waiters(KEYS, ARGV[8], ARGV[9], now, used)
@@ -45,8 +44,9 @@ end
 if mine and beat then
   return try_now(now) -- handed to the waiter
 elseif mine then
-  redis.call('ZADD', KEYS[3], deadline_of(ttl, now_ms), tok)
-  expire_by_last(KEYS[3], now_ms, KEYS[1], KEYS[3])
+  local deadline = deadline_of(ttl, now_ms)
+  redis.call('ZADD', KEYS[3], deadline, tok)
+  outlive(KEYS[1], KEYS[3], deadline, now_ms, false)
   return {1, mine.fence}
 end
 if not beat and (not head or head == tok) and n <= size - used then

@@ -12,8 +12,7 @@
 local tok = ARGV[1]
 local now = now_us()
 local now_ms = math.floor(now / 1000)
-local l = live_lease(KEYS[1], KEYS[3], tok, now_ms)
-local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
+local used, l = permits_and_lease(KEYS[1], KEYS[3], tok, now_ms)
 local removed, first = withdraw(KEYS[4], KEYS[5], KEYS[6], tok)
 if l then
   drop_lease(KEYS[1], KEYS[3], tok, l.n, now_ms)

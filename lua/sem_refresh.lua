@@ -9,6 +9,7 @@ local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not deadline or (deadline ~= 'inf' and tonumber(deadline) <= now_ms) or not lease_of(KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('ZADD', KEYS[3], 'XX', int(now_ms + tonumber(ARGV[2])), ARGV[1])
-expire_by_last(KEYS[3], now_ms, KEYS[1], KEYS[3])
+local later = int(now_ms + tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[3], 'XX', later, ARGV[1])
+outlive(KEYS[1], KEYS[3], later, now_ms, false)
 return 1

@@ -10,8 +10,7 @@
 --          else changes).
 local now = now_us()
 local now_ms = math.floor(now / 1000)
-local used = permits_in_use(KEYS[1], KEYS[3], now_ms)
-local l = live_lease(KEYS[1], KEYS[3], ARGV[1], now_ms)
+local used, l = permits_and_lease(KEYS[1], KEYS[3], ARGV[1], now_ms)
 if not l then
   return 0
 end

@@ -7,15 +7,21 @@
 -- token -> deadline (server ms; inf: never). Both live as long as the
 -- longest lease. A waiter's metadata entry is "<permits>:<size>:<meta>".
 
--- lease_of returns tok's lease in the main hash, parsed into
--- {n, fence, since, meta}, or nil (also for an entry dlock did not write).
--- It does not look at the deadline.
-local function lease_of(main, tok)
-  local n, fence, since, meta = string.match(redis.call('HGET', main, tok) or '', '^(%d+) (%d+) (%d+) (.*)$')
+-- parse_lease reads a lease's entry in the main hash (false or nil: none)
+-- into {n, fence, since, meta}, or returns nil (also for an entry dlock
+-- did not write).
+local function parse_lease(v)
+  local n, fence, since, meta = string.match(v or '', '^(%d+) (%d+) (%d+) (.*)$')
   if not n then
     return nil
   end
   return {n = tonumber(n), fence = tonumber(fence), since = tonumber(since), meta = meta}
+end
+
+-- lease_of returns tok's lease in the main hash (see parse_lease). It does
+-- not look at the deadline.
+local function lease_of(main, tok)
+  return parse_lease(redis.call('HGET', main, tok))
 end
 
 -- drop_lease takes tok's lease of n permits out of the two keys at now_ms,
@@ -32,40 +38,51 @@ local function drop_lease(main, leases, tok, n, now_ms)
   end
 end
 
--- permits_in_use drops the leases whose deadline passed by now_ms (at most
--- 100 per call, as prune_waiters does) and returns the permits the rest
--- hold.
-local function permits_in_use(main, leases, now_ms)
+-- permits_and_lease drops the leases whose deadline passed by now_ms (at
+-- most 100 per call, as prune_waiters does) and returns the permits the
+-- rest hold, and tok's lease if it is live, else nil, in one read of the
+-- main hash. A lease of tok that ran out but was left for a later call is
+-- dropped too: a lease that ran out is never taken up again, not even by
+-- a try sent again with its token.
+local function permits_and_lease(main, leases, tok, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now_ms, 'LIMIT', 0, 100)
-  for _, tok in ipairs(dead) do
-    local l = lease_of(main, tok)
-    drop_lease(main, leases, tok, l and l.n or 0, now_ms)
+  for _, t in ipairs(dead) do
+    local l = lease_of(main, t)
+    drop_lease(main, leases, t, l and l.n or 0, now_ms)
   end
-  local used = tonumber(redis.call('HGET', main, 'used') or '0')
+  local v = redis.call('HMGET', main, 'used', tok)
+  local used, l = tonumber(v[1] or '0'), parse_lease(v[2])
+  if l then
+    local deadline = redis.call('ZSCORE', leases, tok)
+    if deadline ~= 'inf' and not (deadline and tonumber(deadline) > now_ms) then
+      drop_lease(main, leases, tok, l.n, now_ms)
+      used, l = used - l.n, nil
+    end
+  end
   if used > 0 and redis.call('EXISTS', leases) == 0 then
     -- The leases are gone without the count (an operator, or eviction
     -- under a volatile-* policy): their permits would never come back.
     redis.call('DEL', main)
-    return 0
+    return 0, nil
   end
-  return used
+  return used, l
 end
 
--- live_lease returns tok's lease (see lease_of) if its deadline has not
--- passed by now_ms, else nil, dropping an expired one that
--- permits_in_use left for a later call: a lease that ran out is never
--- taken up again, not even by a try sent again with its token.
-local function live_lease(main, leases, tok, now_ms)
-  local l = lease_of(main, tok)
-  if not l then
-    return nil
+-- outlive makes the two keys live at least until deadline (server ms;
+-- 'inf': for ever), at now_ms. fresh says that the keys were just made
+-- (no permit was held before), so have no expiry yet; otherwise one that
+-- lives longer keeps its expiry (PEXPIRE GT), and one without any (a
+-- lease that never expires holds) keeps none.
+local function outlive(main, leases, deadline, now_ms, fresh)
+  for _, k in ipairs({main, leases}) do
+    if deadline == 'inf' then
+      redis.call('PERSIST', k)
+    elseif fresh then
+      redis.call('PEXPIRE', k, math.max(1, tonumber(deadline) - now_ms))
+    else
+      redis.call('PEXPIRE', k, math.max(1, tonumber(deadline) - now_ms), 'GT')
+    end
   end
-  local deadline = redis.call('ZSCORE', leases, tok)
-  if deadline == 'inf' or (deadline and tonumber(deadline) > now_ms) then
-    return l
-  end
-  drop_lease(main, leases, tok, l.n, now_ms)
-  return nil
 end
 
 -- deadline_of is a lease's deadline in the leases zset for a TTL of ttl_ms
@@ -82,9 +99,9 @@ end
 local function add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
   local now_ms = math.floor(now / 1000)
   redis.call('HSET', main, tok, table.concat({int(n), int(fence), int(now_ms), meta}, ' '), 'size', size)
-  redis.call('HINCRBY', main, 'used', n)
+  local fresh = redis.call('HINCRBY', main, 'used', n) == tonumber(n)
   redis.call('ZADD', leases, deadline, tok)
-  expire_by_last(leases, now_ms, main, leases)
+  outlive(main, leases, deadline, now_ms, fresh)
 end
 
 -- grant_waiters hands the permits free at now (µs), used of them being in
