@@ -57,6 +57,30 @@ func TestCluster(t *testing.T) {
 
 	t.Run("semaphore permits", func(t *testing.T) { semContention(t, ctx, c, "cluster-sem") })
 
+	t.Run("election observed", func(t *testing.T) {
+		e := c.Election("cluster-elect")
+		seen := e.Observe(ctx)
+		lead, err := e.Campaign(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ld := observed(t, seen); ld.Value != "a" || ld.Term != lead.Fence() {
+			t.Errorf("observed %+v, want a in term %d", ld, lead.Fence())
+		}
+		if err := lead.Proclaim(ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+		if ld := observed(t, seen); ld.Value != "b" || ld.Term != lead.Fence() {
+			t.Errorf("observed %+v, want b in term %d", ld, lead.Fence())
+		}
+		if err := lead.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ld := observed(t, seen); ld != (dlock.Leader{}) {
+			t.Errorf("observed %+v after Resign, want nobody", ld)
+		}
+	})
+
 	t.Run("rw readers and writers", func(t *testing.T) {
 		m := &rwMarkers{dir: t.TempDir()}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -57,6 +57,9 @@ var lockers = map[string]func(c *dlock.Client, name string) dlock.Locker{
 	"semaphore": func(c *dlock.Client, name string) dlock.Locker {
 		return onePermit{c.Semaphore(name, 1, dlock.WithTTL(5*time.Second))}
 	},
+	"election": func(c *dlock.Client, name string) dlock.Locker {
+		return campaigner{c.Election(name, dlock.WithTTL(5*time.Second))}
+	},
 }
 
 // errOverlap reports that two holders were inside the critical section at
@@ -242,6 +245,8 @@ func runHelper(mode string) int {
 		return semContendHelper()
 	case "semhold", "semqueue":
 		return semHelper(mode)
+	case "elect":
+		return electHelper()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2

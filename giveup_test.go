@@ -65,6 +65,11 @@ func freeSet(ctx context.Context, c *dlock.Client) error {
 	return lease.Unlock(ctx)
 }
 
+func freeElection(ctx context.Context, c *dlock.Client) error {
+	// TryCampaign fails while anyone is queued, too.
+	return tryFree(ctx, campaigner{c.Election("L")})
+}
+
 func freeSem(ctx context.Context, c *dlock.Client) error {
 	// TryAcquire fails while anyone is queued, too.
 	lease, err := c.Semaphore("L", 2).TryAcquire(ctx, 2)
@@ -118,6 +123,12 @@ var acquireForms = []acquireForm{
 	{"Semaphore.Acquire", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
 		return c.Semaphore("L", 2, o...).Acquire(ctx, 2)
 	}, freeSem},
+	{"Election.TryCampaign", false, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return leaseOf(c.Election("L", o...).TryCampaign(ctx, "v"))
+	}, freeElection},
+	{"Election.Campaign", true, func(ctx context.Context, c *dlock.Client, o ...dlock.LockOption) (*dlock.Lease, error) {
+		return leaseOf(c.Election("L", o...).Campaign(ctx, "v"))
+	}, freeElection},
 }
 
 // marker is a metadata text unique to one test, so that the proxy can

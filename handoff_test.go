@@ -18,8 +18,8 @@ import (
 )
 
 // queuedLock is a Mutex, a FairMutex, the write side of an RWMutex, a
-// MutexSet of one member (see oneMember) or a Semaphore of one permit
-// (see onePermit): the locks whose release hands the lock straight to the
+// MutexSet of one member (see oneMember), a Semaphore of one permit
+// (see onePermit) or an Election (see campaigner): the locks whose release hands the lock straight to the
 // first waiter.
 type queuedLock interface {
 	Lock(ctx context.Context) (*dlock.Lease, error)
@@ -44,6 +44,9 @@ var queuedKinds = []struct {
 	{"Semaphore", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
 		return onePermit{c.Semaphore(name, 1, opts...)}
 	}},
+	{"Election", func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock {
+		return campaigner{c.Election(name, opts...)}
+	}},
 }
 
 // onePermit is a Semaphore of size 1 as a queuedLock and a Locker: Lock
@@ -63,6 +66,30 @@ func (s onePermit) Status(ctx context.Context) (dlock.Status, error) {
 		st.Metadata, st.TTL, st.Since, st.Fence = h.Metadata, h.TTL, h.Since, h.Fence
 	}
 	return st, err
+}
+
+// campaigner is an Election as a queuedLock and a Locker: Lock
+// campaigns, with the value "v", and the leadership is the lease.
+type campaigner struct{ *dlock.Election }
+
+func (e campaigner) TryLock(ctx context.Context) (*dlock.Lease, error) {
+	return leaseOf(e.TryCampaign(ctx, "v"))
+}
+
+func (e campaigner) Lock(ctx context.Context) (*dlock.Lease, error) {
+	return leaseOf(e.Campaign(ctx, "v"))
+}
+
+func (e campaigner) Do(ctx context.Context, fn func(context.Context) error) error {
+	return e.Election.Do(ctx, "v", fn)
+}
+
+// leaseOf gives the lease of a campaign's leadership, or its error.
+func leaseOf(l *dlock.Leadership, err error) (*dlock.Lease, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l.Lease, nil
 }
 
 // oneMember is a MutexSet of one member as a queuedLock: Lock acquires any

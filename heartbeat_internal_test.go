@@ -28,9 +28,9 @@ func TestHeartbeatLeavesTheLeaseAlone(t *testing.T) {
 		waiter *acquisition
 		status func(context.Context) (Status, error)
 	}{
-		{"Mutex", c.Mutex("beat-mutex", opt).TryLock, c.queued(kindMutex, "beat-mutex", []LockOption{opt}).acquisition(true),
+		{"Mutex", c.Mutex("beat-mutex", opt).TryLock, c.queued(kindMutex, "beat-mutex", []LockOption{opt}).acquisition(true, ""),
 			c.Mutex("beat-mutex").Status},
-		{"FairMutex", c.FairMutex("beat-fair", opt).TryLock, c.queued(kindFair, "beat-fair", []LockOption{opt}).acquisition(true),
+		{"FairMutex", c.FairMutex("beat-fair", opt).TryLock, c.queued(kindFair, "beat-fair", []LockOption{opt}).acquisition(true, ""),
 			c.FairMutex("beat-fair").Status},
 		{"RWMutex", rw.TryLock, rw.writer(true), rw.Status},
 		{"MutexSet", set.TryAcquire, set.acquisition("", true), set.Status},

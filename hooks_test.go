@@ -22,7 +22,7 @@ type hook struct {
 	n     atomic.Int64
 	trips atomic.Int64 // round trips: a command alone or a whole pipeline
 	// marked counts the commands sent alone, not in a pipeline, that have
-	// mark among their arguments (when mark is set): say, the tries of
+	// an argument ending with mark (when mark is set): say, the tries of
 	// waiters with mark as their metadata.
 	mark   string
 	marked atomic.Int64
@@ -49,7 +49,7 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if h.count(cmd) {
 			h.trips.Add(1)
 		}
-		if h.mark != "" && slices.Contains(cmd.Args(), any(h.mark)) {
+		if h.mark != "" && slices.ContainsFunc(cmd.Args(), h.marks) {
 			h.marked.Add(1)
 		}
 		if h.act != nil && h.selects(cmd) && h.armed.CompareAndSwap(true, false) {
@@ -70,6 +70,14 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// marks reports whether a command's argument carries mark: it ends with
+// it, as an Election's metadata argument ends with a campaigner's
+// WithMetadata text.
+func (h *hook) marks(arg any) bool {
+	s, ok := arg.(string)
+	return ok && strings.HasSuffix(s, h.mark)
 }
 
 func (h *hook) selects(cmd redis.Cmder) bool {

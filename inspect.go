@@ -37,13 +37,15 @@ func (c *Client) kindOf(k kind, name string) inspectable {
 		// Size 0: Status reports the size the latest acquisition asked
 		// under.
 		return c.semaphore(name, 0, nil)
+	case kindElect:
+		return c.Election(name)
 	}
 	return nil
 }
 
 // Inspect returns the status of every kind of lock called name (mutex,
-// fair, rw, set, semaphore) that Redis has state for: held, waited for, remembering
-// a fence, or having members. It returns none for a name no one has used
+// fair, rw, set, semaphore, election) that Redis has state for: held,
+// waited for, remembering a fence, or having members. It returns none for a name no one has used
 // lately.
 func (c *Client) Inspect(ctx context.Context, name string) ([]Status, error) {
 	if _, err := c.lockKeys(kindMutex, name); err != nil {

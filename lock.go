@@ -21,12 +21,13 @@ const (
 	kindRW    kind = keys.KindRW
 	kindSet   kind = keys.KindSet
 	kindSem   kind = keys.KindSem
+	kindElect kind = keys.KindElect
 )
 
-var kinds = []kind{kindMutex, kindFair, kindRW, kindSet, kindSem}
+var kinds = []kind{kindMutex, kindFair, kindRW, kindSet, kindSem, kindElect}
 
 // String returns the kind as messages name it: "mutex", "fair mutex",
-// "rw mutex", "mutex set" or "semaphore".
+// "rw mutex", "mutex set", "semaphore" or "election".
 func (k kind) String() string {
 	switch k {
 	case kindFair:

@@ -30,6 +30,10 @@ const mutexStarve = time.Millisecond
 type queued struct {
 	lock
 	owner
+	// announce is set for an Election: its scripts also announce on the
+	// channel a lock taken, and one left free, for those who follow the
+	// holder (see Election.Observe); a hand-over announces itself.
+	announce bool
 }
 
 // queued returns the queued lock of kind k (kindMutex or kindFair).
@@ -50,7 +54,7 @@ func (q *queued) starve() time.Duration {
 }
 
 func (q *queued) acquire(ctx context.Context, block bool) (*Lease, error) {
-	return q.c.acquire(ctx, q.acquisition(block), block)
+	return q.c.acquire(ctx, q.acquisition(block, q.cfg.metadata), block)
 }
 
 // Status reads the holder and the live waiters in queue order.
@@ -64,12 +68,16 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// acquisition tries for the lock; a caller that will wait joins the queue.
-func (q *queued) acquisition(wait bool) *acquisition {
+// acquisition tries for the lock, for a holder that Status shows with
+// meta; a caller that will wait joins the queue.
+func (q *queued) acquisition(wait bool, meta string) *acquisition {
 	a := q.lock.acquisition(q.keys.Channel())
 	a.queued(wait, func(tok string, join int) scriptCall {
-		return scriptCall{queueAcquire, q.kl, []any{tok, millis(q.cfg.ttl), q.cfg.metadata,
-			join, millis(queueLiveness), q.starve().Microseconds()}}
+		args := []any{tok, millis(q.cfg.ttl), meta, join, millis(queueLiveness), q.starve().Microseconds()}
+		if q.announce {
+			args = append(args, q.c.hub.PublishCommand(), q.keys.Channel())
+		}
+		return scriptCall{queueAcquire, q.kl, args}
 	}, parseAttempt)
 	a.ops = func(attempt) leaseOps { return q }
 	a.leave = func(ctx context.Context, tok string) error {
@@ -85,7 +93,11 @@ func (q *queued) release(ctx context.Context, tok string) (bool, error) {
 // handOver runs a script that lets tok's hold on the lock go, handing the
 // lock to the first waiter (queue_release, queue_leave).
 func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
-	return q.run(ctx, s, tok, q.c.hub.PublishCommand(), q.keys.Channel(), q.starve().Microseconds())
+	args := []any{tok, q.c.hub.PublishCommand(), q.keys.Channel(), q.starve().Microseconds()}
+	if q.announce {
+		args = append(args, 1)
+	}
+	return q.run(ctx, s, args...)
 }
 
 func (q *queued) holderKeys() ([]string, []string) {

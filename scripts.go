@@ -52,4 +52,7 @@ var (
 	semRefresh = lua.MustLoad("sem_refresh.lua")
 	semHeld    = lua.MustLoad("sem_held.lua")
 	semStatus  = lua.MustLoad("sem_status.lua")
+
+	electLeader   = lua.MustLoad("elect_leader.lua")
+	electProclaim = lua.MustLoad("elect_proclaim.lua")
 )

@@ -92,15 +92,33 @@ func exerciseAPI(t *testing.T, c *dlock.Client) {
 		{"Mutex", c.Mutex("m")}, {"FairMutex", c.FairMutex("f")},
 		{"RWMutex", rw}, {"RWMutex.RLocker", c.RWMutex("r").RLocker()},
 		{"Semaphore", onePermit{c.Semaphore("sem", 1)}},
+		{"Election", campaigner{c.Election("elect")}},
 	}
 	for _, lk := range lockers {
 		waitWoken(t, lk.name, lk.l.TryLock, lk.l.Lock)
 		must(lk.name+".Do", lk.l.Do(ctx, func(context.Context) error { return nil }))
 	}
+	// An election's leader proclaims, and an observer hears it.
+	e := c.Election("elect")
+	lead, err := e.TryCampaign(ctx, "first")
+	must("TryCampaign", err)
+	octx, stop := context.WithCancel(ctx)
+	seen := e.Observe(octx)
+	if ld := <-seen; ld.Value != "first" {
+		t.Errorf("observed %+v, want the value \"first\"", ld)
+	}
+	must("Proclaim", lead.Proclaim(ctx, "second"))
+	if ld := <-seen; ld.Value != "second" {
+		t.Errorf("observed %+v, want the value \"second\"", ld)
+	}
+	stop()
+	_, err = e.Leader(ctx)
+	must("Leader", err)
+	must("Resign", lead.Resign(ctx))
 	// A writer waits for a reader, with its intention.
 	waitWoken(t, "RWMutex read then write", rw.RLock, rw.Lock)
 	for _, st := range []func(context.Context) (dlock.Status, error){
-		c.Mutex("m").Status, c.FairMutex("f").Status, rw.Status, c.Semaphore("sem", 1).Status,
+		c.Mutex("m").Status, c.FairMutex("f").Status, rw.Status, c.Semaphore("sem", 1).Status, c.Election("elect").Status,
 	} {
 		_, err := st(ctx)
 		must("Status", err)

@@ -5,7 +5,7 @@ import "time"
 // Status describes a lock as Redis has it at one moment.
 type Status struct {
 	Name string // the lock's name
-	Kind string // "mutex", "fair", "rw", "set" or "semaphore"
+	Kind string // "mutex", "fair", "rw", "set", "semaphore" or "election"
 	Held bool   // someone holds it now
 	// Metadata is the holder's WithMetadata text.
 	Metadata string
@@ -42,6 +42,10 @@ type Status struct {
 	// time until the first lease runs out (-1 if none ever does), and
 	// Fence is the last fence issued.
 	Holders []Holder
+	// Value is an Election's leader's value, from Campaign or its last
+	// Proclaim; "" while nobody leads. For an Election, Fence is the term
+	// and Metadata the leader's WithMetadata text.
+	Value string
 }
 
 // Holder is one lease of a lock that many may hold at once (a reader of an

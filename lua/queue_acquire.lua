@@ -18,6 +18,9 @@
 -- ARGV[5]  waiter liveness timeout in ms
 -- ARGV[6]  starve_us: how long the first waiter may wait before newcomers
 --          must queue behind it; 0 = at once (FairMutex)
+-- ARGV[7]  (Election only) publish command: PUBLISH, or SPUBLISH on Redis
+--          Cluster; ARGV[8] the channel on which a lock taken is announced
+--          by "leader", for those who follow its holder
 -- Returns  {1, fence} when taken (also when this token already holds it:
 --          a try may be sent again after a lost reply; the lease's TTL
 --          then starts anew);
@@ -27,6 +30,16 @@
 --           before it was void by now)};
 --          a heartbeat never takes the lock: it replies try_now instead.
 local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+
+-- announce_taken is the reply of a try that took the lock with fence,
+-- announced first when the caller asked.
+local function announce_taken(fence)
+  if ARGV[8] then
+    redis.call(ARGV[7], ARGV[8], 'leader')
+  end
+  return {1, fence}
+end
+
 local beat = join == '2'
 local head, order = first_waiter(KEYS[3])
 local now = now_us()
@@ -40,7 +53,7 @@ end
 if mine then
   return try_now(now) -- handed to the waiter
 elseif fence then
-  return {1, fence}
+  return announce_taken(fence)
 end
 local now_ms = math.floor(now / 1000)
 head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
@@ -52,7 +65,7 @@ elseif free then
     -- Leave the line if in it (a waiter that barged, or was first).
     drop_waiters(KEYS[3], KEYS[4], KEYS[5], {tok})
   end
-  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)}
+  return announce_taken(take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now))
 end
 if join ~= '0' and not join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]), beat) then
   return try_now(now) -- a heartbeat of a waiter dropped from the queue

@@ -9,6 +9,8 @@
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the release channel
 -- ARGV[4]  starve_us, as for queue_release
+-- ARGV[5]  (Election only) set to announce, as queue_release does, a lock
+--          the caller held left free
 -- Returns  1 when the caller was queued or held the lock, else 0.
 local tok = ARGV[1]
 local removed, first = withdraw(KEYS[3], KEYS[4], KEYS[5], tok)
@@ -17,6 +19,9 @@ if held then
   redis.call('DEL', KEYS[1])
 end
 if held or (first and redis.call('EXISTS', KEYS[1]) == 0) then
-  hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3]))
+  local heir = hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3]))
+  if held and not heir and ARGV[5] then
+    redis.call(ARGV[2], ARGV[3], 'leader')
+  end
 end
 return (held or removed) and 1 or 0

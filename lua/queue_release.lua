@@ -9,10 +9,15 @@
 -- ARGV[3]  the release channel
 -- ARGV[4]  starve_us: the lock is freed rather than handed over while the
 --          first waiter has waited less (Mutex); 0 = hand over at once
+-- ARGV[5]  (Election only) set to announce a lock left free by "leader"
+--          on the channel, for those who follow its holder (a hand-over
+--          is announced by its own message)
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
 if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1])
-hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3]))
+if not hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3])) and ARGV[5] then
+  redis.call(ARGV[2], ARGV[3], 'leader')
+end
 return 1

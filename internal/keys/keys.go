@@ -26,6 +26,7 @@ const (
 	KindRW    = "rw"
 	KindSet   = "set"
 	KindSem   = "semaphore"
+	KindElect = "election"
 )
 
 // ErrName reports a lock name that is empty or longer than MaxName bytes.

@@ -29,6 +29,11 @@ const (
 	WakeAll = "all" // wake every local waiter of the channel
 )
 
+// Every is the key of a waiter that follows a channel rather than waits
+// its turn (an Election's observer): every payload wakes it, and WakeOne
+// never picks it, so it takes no wake-up meant for a lock's waiter.
+const Every = "*"
+
 // ErrClosed is returned by Subscribe after Close.
 var ErrClosed = errors.New("dlock: client is closed")
 
@@ -310,7 +315,9 @@ func (w *Waiter) Close() {
 	}
 	select {
 	case <-w.c:
-		h.wakeOne(ch, nil)
+		if w.key != Every {
+			h.wakeOne(ch, nil)
+		}
 	default:
 	}
 	if len(ch.waiters) == 0 && ch.subscribed && !h.closed && ch.idle == nil {
@@ -598,6 +605,11 @@ func (h *Hub) dispatch(channel, payload string) {
 	if ch == nil {
 		return
 	}
+	for _, w := range ch.waiters {
+		if w.key == Every {
+			signal(w)
+		}
+	}
 	switch payload {
 	case WakeOne:
 		h.wakeOne(ch, nil)
@@ -621,7 +633,7 @@ func (h *Hub) dispatch(channel, payload string) {
 // sending every local waiter to Redis when only one can win.
 func (h *Hub) wakeOne(ch *channel, skip *Waiter) {
 	for _, w := range ch.waiters {
-		if w != skip && signal(w) {
+		if w != skip && w.key != Every && signal(w) {
 			return
 		}
 	}

@@ -1,0 +1,397 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
+)
+
+// TestElectionLeader: Leader reports nobody, then the leader with its
+// value, term and start; TryCampaign fails while led; Resign ends the
+// term, and the next term is higher.
+func TestElectionLeader(t *testing.T) {
+	c, ctx := start(t)
+	e := c.Election("jobs", dlock.WithMetadata("host-a"))
+	if _, err := e.Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
+		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
+	}
+	before := time.Now().Add(-time.Second)
+	lead, err := e.TryCampaign(ctx, "10.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld.Value != "10.0.0.1:8080" || ld.Term != lead.Fence() || ld.Since.Before(before) || ld.Since.After(time.Now().Add(time.Second)) {
+		t.Errorf("Leader = %+v; want value 10.0.0.1:8080, term %d, since about now", ld, lead.Fence())
+	}
+	st := statusOf(t, e)
+	if st.Kind != "election" || !st.Held || st.Value != "10.0.0.1:8080" || st.Metadata != "host-a" || st.Fence != lead.Fence() || st.TTL <= 0 {
+		t.Errorf("Status = %+v; want the leader's value, metadata and term", st)
+	}
+	if _, err := c.Election("jobs").TryCampaign(ctx, "other"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryCampaign while led: %v, want ErrNotAcquired", err)
+	}
+	found, err := c.Inspect(ctx, "jobs")
+	if err != nil || len(found) != 1 || found[0].Kind != "election" || found[0].Value != "10.0.0.1:8080" {
+		t.Errorf("Inspect = %+v, %v; want the election and its leader's value", found, err)
+	}
+	if err := lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
+		t.Errorf("Leader after Resign: %v, want ErrNoLeader", err)
+	}
+	next, err := e.TryCampaign(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence() <= lead.Fence() {
+		t.Errorf("term %d after term %d", next.Fence(), lead.Fence())
+	}
+	if ld, err := e.Leader(ctx); err != nil || ld.Value != "" || ld.Term != next.Fence() {
+		t.Errorf("Leader = %+v, %v; want the empty value in term %d", ld, err, next.Fence())
+	}
+	mustUnlock(t, next.Lease)
+}
+
+// TestElectionProclaim: Proclaim changes the value, not the term or its
+// start, seen by Leader and by observers; once the leadership is gone it
+// fails with ErrLost.
+func TestElectionProclaim(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	e := c.Election("svc", dlock.WithMetadata("keep me"))
+	lead, err := e.Campaign(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, _, _ := newClient(t, srv)
+	seen := oc.Election("svc").Observe(ctx)
+	first := observed(t, seen)
+	if first.Value != "v1" || first.Term != lead.Fence() {
+		t.Fatalf("observed %+v first, want v1 in term %d", first, lead.Fence())
+	}
+	for _, v := range []string{"v2", "with spaces and\nnewlines", ""} {
+		if err := lead.Proclaim(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		ld, err := e.Leader(ctx)
+		if err != nil || ld.Value != v || ld.Term != first.Term || !ld.Since.Equal(first.Since) {
+			t.Errorf("Leader after Proclaim(%q) = %+v, %v; want the same term and start as %+v", v, ld, err, first)
+		}
+		if got := observed(t, seen); got != ld {
+			t.Errorf("observed %+v after Proclaim(%q), want %+v", got, v, ld)
+		}
+	}
+	if st := statusOf(t, e); st.Metadata != "keep me" || st.TTL <= 0 {
+		t.Errorf("Status after Proclaim = %+v; want the metadata and TTL kept", st)
+	}
+	// The leadership disappears from Redis (an operator, a flush).
+	if err := rdb.Del(ctx, keys.For(dlock.DefaultPrefix, keys.KindElect, "svc").Key()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Proclaim(ctx, "v3"); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Proclaim after the leadership was removed: %v, want ErrLost", err)
+	}
+	select {
+	case <-lead.Lost():
+	default:
+		t.Error("Lost() not closed by a Proclaim that found the leadership gone")
+	}
+
+	again, err := e.TryCampaign(ctx, "v4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Proclaim(ctx, "v5"); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Proclaim after Resign: %v, want ErrLost", err)
+	}
+	var zero dlock.Leadership
+	if err := zero.Proclaim(ctx, "x"); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Proclaim on a zero Leadership: %v, want ErrInvalid", err)
+	}
+}
+
+// TestElectionObserve: observers, sharing their client's subscription,
+// see every change (a term, a value, a handover, a term that ends with
+// nobody next) promptly, woken by Redis: no command is sent while
+// nothing changes.
+func TestElectionObserve(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	oc, ordb, cnt := newClient(t, srv)
+	e := c.Election("obs", dlock.WithTTL(30*time.Second))
+	var seen []<-chan dlock.Leader
+	for range 3 {
+		seen = append(seen, oc.Election("obs").Observe(ctx))
+	}
+	all := func(want func(dlock.Leader) bool, what string) dlock.Leader {
+		t.Helper()
+		var got dlock.Leader
+		for i, ch := range seen {
+			got = observed(t, ch)
+			if !want(got) {
+				t.Fatalf("observer %d saw %+v, want %s", i, got, what)
+			}
+		}
+		return got
+	}
+	// Nobody leads: nothing is sent.
+	for i, ch := range seen {
+		select {
+		case ld := <-ch:
+			t.Fatalf("observer %d saw %+v while nobody leads", i, ld)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	channel := keys.For(dlock.DefaultPrefix, keys.KindElect, "obs").Channel()
+	if n, err := ordb.PubSubNumSub(ctx, channel).Result(); err != nil || n[channel] != 1 {
+		t.Errorf("subscriptions to %s: %v, %v; want the 3 observers' client's one", channel, n, err)
+	}
+
+	a, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := all(func(l dlock.Leader) bool { return l.Value == "a" && l.Term == a.Fence() }, "a's term")
+
+	// Waiting costs the observers nothing.
+	idle := cnt.Load()
+	time.Sleep(1500 * time.Millisecond)
+	if n := cnt.Load() - idle; n != 0 {
+		t.Errorf("observers sent %d commands while nothing changed: %s", n, cnt)
+	}
+
+	if err := a.Proclaim(ctx, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	all(func(l dlock.Leader) bool { return l.Value == "a2" && l.Term == got.Term }, "a2 in the same term")
+
+	// A campaigner waits; a's Resign hands over at once, and observers
+	// see the new term with no gap.
+	bc, _, _ := newClient(t, srv)
+	be := bc.Election("obs")
+	bl := make(chan *dlock.Leadership, 1)
+	go func() {
+		l, err := be.Campaign(ctx, "b")
+		if err != nil {
+			t.Error(err)
+		}
+		bl <- l
+	}()
+	waitQueued(t, e, 1)
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bl
+	if b == nil {
+		t.FailNow()
+	}
+	all(func(l dlock.Leader) bool { return l.Value == "b" && l.Term == b.Fence() && b.Fence() > a.Fence() }, "b's term, straight after a's")
+
+	// The term ends with nobody next: the zero Leader.
+	if err := b.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all(func(l dlock.Leader) bool { return l == dlock.Leader{} }, "nobody")
+}
+
+// TestElectionObserveNeverGoesBack: a slow observer skips states but
+// sees terms only rise, and ends on the latest state.
+func TestElectionObserveNeverGoesBack(t *testing.T) {
+	c, ctx := start(t)
+	e := c.Election("churn")
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := e.Observe(octx)
+	done := make(chan uint64)
+	go func() {
+		var last uint64
+		for i := range 30 {
+			l, err := e.TryCampaign(ctx, fmt.Sprint("v", i))
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			time.Sleep(3 * time.Millisecond)
+			_ = l.Proclaim(ctx, fmt.Sprint("w", i))
+			time.Sleep(3 * time.Millisecond)
+			last = l.Fence()
+			if i < 29 {
+				_ = l.Resign(ctx)
+				time.Sleep(3 * time.Millisecond)
+			}
+		}
+		done <- last
+	}()
+	var got []dlock.Leader
+	var last uint64
+	for {
+		select {
+		case ld := <-seen:
+			got = append(got, ld)
+			time.Sleep(10 * time.Millisecond) // a slow receiver
+			continue
+		case last = <-done:
+		}
+		break
+	}
+	deadline := time.After(5 * time.Second)
+	for len(got) == 0 || got[len(got)-1].Term != last || got[len(got)-1].Value != "w29" {
+		select {
+		case ld := <-seen:
+			got = append(got, ld)
+		case <-deadline:
+			t.Fatalf("the observer's last state is not term %d, w29: saw %+v", last, got)
+		}
+	}
+	var top uint64
+	for i, ld := range got {
+		if ld.Term != 0 && ld.Term < top {
+			t.Fatalf("state %d, term %d, after term %d: %+v", i, ld.Term, top, got)
+		}
+		top = max(top, ld.Term)
+	}
+	if len(got) >= 90 {
+		t.Errorf("a slow receiver got all %d states; want the ones in between skipped", len(got))
+	}
+	t.Logf("%d states seen of 90", len(got))
+}
+
+// TestElectionObserveEnds: Observe's channel closes when ctx ends, when
+// the client closes, and at once on a client that cannot hold elections.
+func TestElectionObserveEnds(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	octx, cancel := context.WithCancel(ctx)
+	seen := c.Election("end").Observe(octx)
+	cancel()
+	closes(t, seen, "after ctx ended")
+
+	c2, _, _ := newClient(t, srv)
+	seen = c2.Election("end").Observe(ctx)
+	time.Sleep(100 * time.Millisecond) // subscribed, most likely
+	c2.Close()
+	closes(t, seen, "after the client closed")
+
+	closes(t, c.Election("").Observe(ctx), "for a bad name")
+	rl := dlock.NewRedlock([]redis.UniversalClient{srv.Client(t)})
+	defer rl.Close()
+	closes(t, rl.Election("end").Observe(ctx), "on a Redlock client")
+	if _, err := rl.Election("end").Campaign(ctx, "v"); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Errorf("Campaign on a Redlock client: %v, want ErrUnsupported", err)
+	}
+	if _, err := rl.Election("end").Leader(ctx); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Errorf("Leader on a Redlock client: %v, want ErrUnsupported", err)
+	}
+	if _, err := c.Election("").Leader(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Leader of a bad name: %v, want ErrInvalid", err)
+	}
+}
+
+// TestElectionCrashedLeader: a leader process killed without a word is
+// replaced by the next campaigner once its TTL has run out, and
+// observers see it go.
+func TestElectionCrashedLeader(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	e := c.Election("crash")
+	seen := e.Observe(ctx)
+	p := startHelper(t, srv, "elect", "crash")
+	crashed := observed(t, seen)
+	if crashed.Value != "doomed" {
+		t.Fatalf("observed %+v, want the helper leading", crashed)
+	}
+	got := make(chan *dlock.Leadership, 1)
+	go func() {
+		l, err := e.Campaign(ctx, "heir")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, e, 1)
+	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	heir := <-got
+	if heir == nil {
+		t.FailNow()
+	}
+	if d := time.Since(killed); d > helperTTL+2*time.Second {
+		t.Errorf("the heir led %v after the leader died; its TTL is %v", d, helperTTL)
+	}
+	for ld := observed(t, seen); ld.Term != heir.Fence(); ld = observed(t, seen) {
+		if ld.Term != 0 {
+			t.Fatalf("observed %+v before the heir's term %d", ld, heir.Fence())
+		}
+	}
+	if heir.Fence() <= crashed.Term {
+		t.Errorf("the heir's term %d is not above the crashed leader's %d", heir.Fence(), crashed.Term)
+	}
+	mustUnlock(t, heir.Lease)
+}
+
+// helperTTL is the TTL of the leadership the "elect" helper takes.
+const helperTTL = time.Second
+
+// electHelper campaigns in the election DLOCK_TEST_NAME with the value
+// "doomed" and leads until killed.
+func electHelper() int {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("DLOCK_TEST_ADDR")})
+	c := dlock.New(rdb)
+	_, err := c.Election(os.Getenv("DLOCK_TEST_NAME"), dlock.WithTTL(helperTTL)).Campaign(context.Background(), "doomed")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "electHelper:", err)
+		return 1
+	}
+	select {}
+}
+
+// observed returns what ch sends within 5s, or fails t.
+func observed(t *testing.T, ch <-chan dlock.Leader) dlock.Leader {
+	t.Helper()
+	select {
+	case ld, ok := <-ch:
+		if !ok {
+			t.Fatal("the observer's channel closed")
+		}
+		return ld
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing observed in 5s")
+	}
+	return dlock.Leader{}
+}
+
+// closes fails t unless ch closes within 2s (values before it are
+// dropped).
+func closes(t *testing.T, ch <-chan dlock.Leader, when string) {
+	t.Helper()
+	deadline := time.After(2 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("Observe's channel still open %s", when)
+		}
+	}
+}
