@@ -13,6 +13,9 @@
 //     free member (least recently used first) or one by name.
 //   - Semaphore: at most N permits held at once; each acquisition a lease
 //     of n of them, waiters served first come first served.
+//   - Election: one leader at a time, in arrival order, whose value and
+//     term everyone can read (Leader) and follow (Observe); the
+//     leadership is a lease whose fence is the term.
 //
 // # Leases
 //
@@ -31,7 +34,8 @@
 // release channel, over one subscription connection per Client. A release
 // hands the lock to the waiters it can let in (for a Mutex or FairMutex
 // exactly one, the first in line; for a Semaphore each waiter in turn
-// whose permits fit) with the message that wakes each, so a hand-off
+// whose permits fit; for an Election the first campaigner) with the
+// message that wakes each, so a hand-off
 // costs one message. Waiters
 // also wake when the holder's lease would run out, and back off through
 // transient errors until their ctx ends.
@@ -42,8 +46,9 @@
 // nothing in Redis: what a try whose reply was lost may have taken is given
 // up at once, and again in the background while Redis cannot be reached.
 // A reply that comes after the lease's deadline is not handed out as a
-// lease. Errors match ErrNotAcquired, ErrLost, ErrInvalid, ErrNoMember or
-// ErrUnsupported with errors.Is; bad names and options never panic.
+// lease. Errors match ErrNotAcquired, ErrLost, ErrInvalid, ErrNoMember,
+// ErrNoLeader or ErrUnsupported with errors.Is; bad names and options
+// never panic.
 //
 // # Redis
 //

@@ -240,6 +240,60 @@ func ExampleSemaphore() {
 	// fence: true
 }
 
+func ExampleElection_Do() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// Every replica runs this loop body: one at a time leads and
+	// compacts, the others wait in arrival order and take over when the
+	// leader resigns, or within its TTL when it dies.
+	compactor := locks.Election("compactor", dlock.WithMetadata("replica-3"))
+	err := compactor.Do(ctx, "10.0.0.7:9000", func(ctx context.Context) error {
+		leader, _ := compactor.Leader(ctx)
+		fmt.Println("leading as", leader.Value)
+		// ctx is cancelled, with cause ErrLost, if the leadership is lost.
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// leading as 10.0.0.7:9000
+	// err: <nil>
+}
+
+func ExampleElection_Observe() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// A follower watches who leads and where to reach it. Observe sends
+	// the leader, then every change; it is woken by Redis, never polls.
+	scheduler := locks.Election("scheduler")
+	watch, stop := context.WithCancel(ctx)
+	defer stop()
+	leaders := scheduler.Observe(watch)
+
+	// Meanwhile a replica becomes leader, announcing its address.
+	lead, err := scheduler.Campaign(ctx, "10.0.0.7:9000")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("leader at", (<-leaders).Value)
+	lead.Proclaim(ctx, "10.0.0.8:9000") // it moved, in the same term
+	fmt.Println("leader at", (<-leaders).Value)
+	lead.Resign(ctx)
+	fmt.Println("nobody leads:", <-leaders == dlock.Leader{})
+	// Output:
+	// leader at 10.0.0.7:9000
+	// leader at 10.0.0.8:9000
+	// nobody leads: true
+}
+
 func ExampleFairMutex() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
