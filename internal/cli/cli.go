@@ -143,7 +143,7 @@ can read. dlock never prints it.`,
 	root.PersistentFlags().BoolVar(&e.cluster, "cluster", false, "connect to a Redis Cluster")
 	root.PersistentFlags().BoolVar(&e.redlock, "redlock", false, "the --redis URLs are independent masters: hold locks on a majority (Redlock)")
 	root.PersistentFlags().StringVar(&e.prefix, "prefix", dlock.DefaultPrefix, "key prefix of the locks")
-	root.AddCommand(e.runCmd(), e.setCmd(), e.semCmd(), e.statusCmd(), e.listCmd(), e.unlockCmd())
+	root.AddCommand(e.runCmd(), e.setCmd(), e.semCmd(), e.electCmd(), e.leaderCmd(), e.statusCmd(), e.listCmd(), e.unlockCmd())
 	return root
 }
 

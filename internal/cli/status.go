@@ -21,9 +21,10 @@ func (e *env) statusCmd() *cobra.Command {
 		Use:   "status NAME",
 		Short: "Show who holds a lock, for how long, and who waits",
 		Long: `status shows every kind of lock called NAME that Redis has state for
-(mutex, fair, rw, set, semaphore): the holder's metadata, the time left on
-its lease, its fencing token, and the waiters, readers, members or permits
-in use. A name with no state is free.`,
+(mutex, fair, rw, set, semaphore, election): the holder's metadata, the
+time left on its lease, its fencing token (an election's term), and the
+waiters, readers, members, permits in use or leader's value. A name with
+no state is free.`,
 		Args: exactArgs(1, "usage: dlock status [--json] NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := e.connect(cmd.Context())
@@ -113,6 +114,7 @@ type jsonStatus struct {
 	Size          *int64       `json:"size,omitempty"`   // a semaphore's, as its latest acquisition asked
 	InUse         *int64       `json:"in_use,omitempty"` // a semaphore's permits held
 	Holders       []jsonHolder `json:"holders,omitempty"`
+	Value         *string      `json:"value,omitempty"` // an election's leader's; "" while nobody leads
 }
 
 type jsonHolder struct {
@@ -151,6 +153,9 @@ func toJSON(st dlock.Status) jsonStatus {
 	}
 	if st.Kind == "set" {
 		j.Members, j.Free = &st.Members, &st.Free
+	}
+	if st.Kind == "election" {
+		j.Value = &st.Value
 	}
 	return j
 }
@@ -204,7 +209,8 @@ func writeTable(w io.Writer, sts []dlock.Status) {
 }
 
 // waiting summarises who else is in the lock: queued waiters, readers,
-// queued writers and whether they hold new readers back, free members.
+// queued writers and whether they hold new readers back, free members,
+// permits in use, an election's leader.
 func waiting(st dlock.Status) string {
 	var parts []string
 	switch st.Kind {
@@ -225,6 +231,14 @@ func waiting(st dlock.Status) string {
 		}
 	case "semaphore":
 		parts = append(parts, fmt.Sprintf("%d/%d permits in use", st.InUse, st.Size))
+		if len(st.Waiters) > 0 {
+			parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
+		}
+	case "election":
+		parts = append(parts, "no leader")
+		if st.Held {
+			parts[0] = "leader " + printable(st.Value) // FENCE is the term
+		}
 		if len(st.Waiters) > 0 {
 			parts = append(parts, fmt.Sprintf("%d queued", len(st.Waiters)))
 		}
