@@ -36,6 +36,9 @@ type Client struct {
 	// beats sends the heartbeats of the client's queued waiters, one
 	// round trip per shard per period (nil on a Redlock client).
 	beats *heartbeats
+	// follows follows the elections observed, one follower per election
+	// however many observe it.
+	follows *follows
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
@@ -56,7 +59,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // newClient is the part of a Client that does not depend on the
 // deployment.
 func newClient(cfg clientConfig) *Client {
-	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), renewals: watchdog.NewLoop()}
+	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), renewals: watchdog.NewLoop(),
+		follows: &follows{by: map[string]*follower{}}}
 }
 
 func newClientConfig(opts []Option) clientConfig {

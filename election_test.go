@@ -127,10 +127,11 @@ func TestElectionProclaim(t *testing.T) {
 	}
 }
 
-// TestElectionObserve: observers, sharing their client's subscription,
-// see every change (a term, a value, a handover, a term that ends with
-// nobody next) promptly, woken by Redis: no command is sent while
-// nothing changes.
+// TestElectionObserve: observers, sharing their client's subscription
+// and one read per change, see every change (a term, a value, a
+// handover, a term that ends with nobody next) promptly, woken by Redis:
+// no command is sent while nothing changes. One observer leaving leaves
+// the others be; one that joins late gets the current leader at once.
 func TestElectionObserve(t *testing.T) {
 	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
@@ -181,6 +182,18 @@ func TestElectionObserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	all(func(l dlock.Leader) bool { return l.Value == "a2" && l.Term == got.Term }, "a2 in the same term")
+	if n := cnt.Load() - idle; n != 1 {
+		t.Errorf("3 observers sent %d commands for one change, want 1 read: %s", n, cnt)
+	}
+
+	// One leaves; one joins late and is told the leader at once.
+	lctx, leave := context.WithCancel(ctx)
+	late := oc.Election("obs").Observe(lctx)
+	if ld := observed(t, late); ld.Value != "a2" {
+		t.Errorf("a late observer saw %+v first, want a2", ld)
+	}
+	leave()
+	closes(t, late, "after its ctx ended")
 
 	// A campaigner waits; a's Resign hands over at once, and observers
 	// see the new term with no gap.

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/go-dlock/dlock/internal/notify"
@@ -17,13 +18,14 @@ import (
 // Client is closed; on a Redlock client, or for a bad name, it is closed
 // at once (and the client's logger says why).
 //
-// Cost: an observer reads the leader once (one round trip) when it
-// starts and then once per wake-up, and is woken only by the Election's
-// announcements, heard over the Client's one shared subscription, and
-// when the leader's lease would run out, which a live leader defers with
-// each renewal: one read per renewal period of the leader, at most, while
-// nothing changes. It never polls. While Redis cannot be reached it
-// tries again, backing off to once a second.
+// Cost: all the observers of one election on a Client share one
+// follower, which reads the leader (one round trip) when it starts and
+// then once per wake-up, whatever the number of observers. It is woken
+// only by the Election's announcements, heard over the Client's one
+// shared subscription, and when the leader's lease would run out, which
+// a live leader defers with each renewal: about one read per two thirds
+// of the leader's TTL while nothing changes. It never polls. While Redis
+// cannot be reached it tries again, backing off to once a second.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	if e.err != nil {
@@ -31,81 +33,197 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 		close(out)
 		return out
 	}
-	o := &observer{e: e, out: out}
-	go o.run(ctx)
+	e.c.follows.join(ctx, e, &observer{out: out})
 	return out
 }
 
-// observer is one Observe call's state.
-type observer struct {
-	e   *Election
-	out chan Leader
-	w   waiter // nil until subscribed (or while subscribing fails)
-	// last is the state last sent, top the highest term sent.
-	last    Leader
-	top     uint64
-	backoff time.Duration // after a failed subscription or read
+// follows are a Client's followers, one per election observed.
+type follows struct {
+	mu sync.Mutex
+	by map[string]*follower // by the election's main key
 }
 
-// run follows the election until ctx ends or the client is closed.
-func (o *observer) run(ctx context.Context) {
-	defer close(o.out)
+// follower follows one election for all its observers on a Client.
+type follower struct {
+	e       *Election
+	fs      *follows
+	cancel  context.CancelFunc // ends run, once the last observer left
+	w       waiter             // nil until subscribed (or while subscribing fails)
+	backoff time.Duration      // after a failed subscription or read
+
+	mu        sync.Mutex
+	observers map[*observer]func() bool // each with the stop of its ctx's AfterFunc
+	cur       Leader                    // the state read last, once read
+	read      bool
+}
+
+// observer is one Observe call: its channel, the state it was sent last
+// and the highest term it was sent.
+type observer struct {
+	out  chan Leader
+	last Leader
+	top  uint64
+}
+
+// join adds o to the follower of e, starting one if none runs, until
+// ctx ends.
+func (fs *follows) join(ctx context.Context, e *Election, o *observer) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f := fs.by[e.keys.Key()]
+	if f == nil {
+		fctx, cancel := context.WithCancel(context.Background())
+		f = &follower{e: e, fs: fs, cancel: cancel, observers: map[*observer]func() bool{}}
+		fs.by[e.keys.Key()] = f
+		go f.run(fctx)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observers[o] = context.AfterFunc(ctx, func() { fs.leave(f, o) })
+	if f.read {
+		o.send(f.cur)
+	}
+}
+
+// leave takes o from f and closes its channel; the last to leave ends f.
+func (fs *follows) leave(f *follower, o *observer) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.observers[o]; !ok {
+		return
+	}
+	delete(f.observers, o)
+	close(o.out)
+	if len(f.observers) == 0 {
+		fs.forget(f)
+		f.cancel()
+	}
+}
+
+// forget drops f from the followers, if it is still there. The caller
+// holds fs.mu.
+func (fs *follows) forget(f *follower) {
+	if fs.by[f.e.keys.Key()] == f {
+		delete(fs.by, f.e.keys.Key())
+	}
+}
+
+// end closes every observer's channel: the client was closed.
+func (f *follower) end() {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	f.fs.forget(f)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for o, stop := range f.observers {
+		stop()
+		close(o.out)
+	}
+	clear(f.observers)
+}
+
+// run follows the election until the last observer leaves (ctx ends) or
+// the client is closed.
+func (f *follower) run(ctx context.Context) {
 	defer func() {
-		if o.w != nil {
-			o.w.Close()
+		if f.w != nil {
+			f.w.Close()
 		}
 	}()
 	for {
-		next, ok := o.step(ctx)
-		if !ok || !o.sleep(ctx, next) {
+		next, ok := f.step(ctx)
+		if ok {
+			ok = f.sleep(ctx, next)
+		}
+		if !ok {
+			if ctx.Err() == nil {
+				f.end()
+			}
 			return
 		}
 	}
 }
 
-// step subscribes if needed, reads the leader and sends it if it
-// changed. It returns how long to sleep unless woken (<0: until woken),
-// or false when the observer must end.
-func (o *observer) step(ctx context.Context) (time.Duration, bool) {
-	if o.w != nil && o.w.Detached() {
-		o.w.Close()
-		o.w = nil
+// step subscribes if needed, reads the leader and passes it on. It
+// returns how long to sleep unless woken (<0: until woken), or false
+// when the follower must end.
+func (f *follower) step(ctx context.Context) (time.Duration, bool) {
+	if f.w != nil && f.w.Detached() {
+		f.w.Close()
+		f.w = nil
 	}
-	if o.w == nil {
-		w, err := subscribeBounded(ctx, o.e.c.listen, o.e.keys.Channel(), notify.Every)
+	if f.w == nil {
+		w, err := subscribeBounded(ctx, f.e.c.listen, f.e.keys.Channel(), notify.Every)
 		if err != nil {
-			return o.failed(ctx, "subscribe", err)
+			return f.failed(ctx, "subscribe", err)
 		}
-		o.w = w
+		f.w = w
 	}
-	ld, ttl, err := o.e.read(ctx)
+	ld, ttl, err := f.e.read(ctx)
 	if err != nil {
-		return o.failed(ctx, "read", err)
+		return f.failed(ctx, "read", err)
 	}
-	o.backoff = 0
-	o.send(ld)
+	f.backoff = 0
+	f.pass(ld)
 	if ld.Term == 0 || ttl < 0 {
 		return -1, true
 	}
 	return ttl + time.Millisecond, true
 }
 
-// failed backs off after err, or reports that the observer must end.
-func (o *observer) failed(ctx context.Context, op string, err error) (time.Duration, bool) {
+// pass records ld and sends it to every observer.
+func (f *follower) pass(ld Leader) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cur, f.read = ld, true
+	for o := range f.observers {
+		o.send(ld)
+	}
+}
+
+// failed backs off after err, or reports that the follower must end.
+func (f *follower) failed(ctx context.Context, op string, err error) (time.Duration, bool) {
 	if ctx.Err() != nil || errors.Is(err, notify.ErrClosed) {
 		return 0, false
 	}
-	o.backoff = grow(o.backoff)
-	log := o.e.c.log.Debug
+	f.backoff = grow(f.backoff)
+	log := f.e.c.log.Debug
 	if !transient(err) {
-		log = o.e.c.log.Warn
+		log = f.e.c.log.Warn
 	}
-	log("dlock: observer failed; retrying", "election", o.e.name, "op", op, "err", err, "in", o.backoff)
-	return o.backoff, true
+	log("dlock: observing failed; retrying", "election", f.e.name, "op", op, "err", err, "in", f.backoff)
+	return f.backoff, true
+}
+
+// sleep waits for a wake-up or d (<0: no timer), and reports false when
+// ctx ended or the client was closed.
+func (f *follower) sleep(ctx context.Context, d time.Duration) bool {
+	var timer <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	var woken, closed <-chan struct{}
+	if f.w != nil {
+		woken, closed = f.w.C(), f.w.Done()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-closed:
+		return false
+	case <-woken:
+	case <-timer:
+	}
+	return true
 }
 
 // send passes ld on unless it is what was sent last or an older term,
-// replacing a state the receiver has not taken yet.
+// replacing a state the receiver has not taken yet. The caller holds
+// the follower's mu, so sends to o never overlap.
 func (o *observer) send(ld Leader) {
 	if ld.Value == o.last.Value && ld.Term == o.last.Term && ld.Since.Equal(o.last.Since) {
 		return
@@ -119,28 +237,4 @@ func (o *observer) send(ld Leader) {
 	default:
 	}
 	o.out <- ld
-}
-
-// sleep waits for a wake-up or d (<0: no timer), and reports false when
-// ctx ended or the client was closed.
-func (o *observer) sleep(ctx context.Context, d time.Duration) bool {
-	var timer <-chan time.Time
-	if d >= 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timer = t.C
-	}
-	var woken, closed <-chan struct{}
-	if o.w != nil {
-		woken, closed = o.w.C(), o.w.Done()
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-closed:
-		return false
-	case <-woken:
-	case <-timer:
-	}
-	return true
 }
