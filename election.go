@@ -143,18 +143,16 @@ func (e *Election) Status(ctx context.Context) (Status, error) {
 // Proclaim changes the value the leader announces, within its term: Term
 // and Since stay, and observers see the new value. It returns ErrLost,
 // and closes Lost(), once the leadership is gone, and ErrLost after
-// Resign.
+// Resign (even one still going on in the background). A Leadership no
+// Campaign returned is ErrInvalid.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
-	var e *Election
-	if l.Lease != nil {
-		e, _ = l.ops.(*Election)
-	}
-	if e == nil {
-		return fmt.Errorf("%w: not a leadership of an Election", ErrInvalid)
+	e, err := l.election()
+	if err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.released || l.isLost() {
+	if l.released || l.releasing || l.isLost() {
 		return fmt.Errorf("%w: no longer leader of election %q", ErrLost, l.name)
 	}
 	ok, err := bounded(ctx, e.c.rdb, func(ctx context.Context) (bool, error) {
@@ -172,7 +170,25 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 
 // Resign ends the term: it is Unlock, and the first campaigner waiting
 // leads at once.
-func (l *Leadership) Resign(ctx context.Context) error { return l.Unlock(ctx) }
+func (l *Leadership) Resign(ctx context.Context) error {
+	if _, err := l.election(); err != nil {
+		return err
+	}
+	return l.Unlock(ctx)
+}
+
+// election returns the Election l leads, or ErrInvalid for a Leadership
+// that no Campaign returned (nil, or the zero value).
+func (l *Leadership) election() (*Election, error) {
+	var e *Election
+	if l != nil && l.Lease != nil {
+		e, _ = l.ops.(*Election)
+	}
+	if e == nil {
+		return nil, fmt.Errorf("%w: not a leadership of an Election", ErrInvalid)
+	}
+	return e, nil
+}
 
 // leaderMeta is what the owner key and a campaigner's queue entry hold
 // for a leader: "<bytes of value>:<value><metadata>".
@@ -189,4 +205,15 @@ func splitLeaderMeta(s string) (value, meta string) {
 		return "", s
 	}
 	return rest[:size], rest[size:]
+}
+
+// renewal is a renewal of a leadership: as a lock's, and announced when
+// it brings the lease's end nearer (see owner_refresh.lua), since
+// observers wake when the lease would run out.
+func (e *Election) renewal(tok string, ttl time.Duration) scriptCall {
+	return scriptCall{ownerRefresh, []string{e.keys.Key()}, []any{tok, millis(ttl), e.c.hub.PublishCommand(), e.keys.Channel()}}
+}
+
+func (e *Election) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
+	return e.renewal(tok, ttl).run(ctx, e.c.rdb).Bool()
 }

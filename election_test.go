@@ -121,10 +121,6 @@ func TestElectionProclaim(t *testing.T) {
 	if err := again.Proclaim(ctx, "v5"); !errors.Is(err, dlock.ErrLost) {
 		t.Errorf("Proclaim after Resign: %v, want ErrLost", err)
 	}
-	var zero dlock.Leadership
-	if err := zero.Proclaim(ctx, "x"); !errors.Is(err, dlock.ErrInvalid) {
-		t.Errorf("Proclaim on a zero Leadership: %v, want ErrInvalid", err)
-	}
 }
 
 // TestElectionObserve: observers, sharing their client's subscription
@@ -405,6 +401,154 @@ func closes(t *testing.T, ch <-chan dlock.Leader, when string) {
 			}
 		case <-deadline:
 			t.Fatalf("Observe's channel still open %s", when)
+		}
+	}
+}
+
+// TestElectionObserveSoonerEnd: a leader whose lease's end comes nearer
+// (a shorter Refresh, the first renewal after a hand-over with a TTL
+// below the queue's liveness) announces it, so observers see it go when
+// it runs out, not when it would have.
+func TestElectionObserveSoonerEnd(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	oc, _, _ := newClient(t, srv)
+	seen := oc.Election("sooner").Observe(ctx)
+
+	// A Refresh to 200ms, then no renewal.
+	l, err := c.Election("sooner", dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := observed(t, seen); ld.Value != "short" {
+		t.Fatalf("observed %+v", ld)
+	}
+	if err := l.Refresh(ctx, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Lost()
+	lost := time.Now()
+	if ld := observed(t, seen); ld.Term != 0 {
+		t.Fatalf("observed %+v, want nobody", ld)
+	}
+	if d := time.Since(lost); d > time.Second {
+		t.Errorf("observers saw the leader go %v after its 200ms lease ran out", d)
+	}
+
+	// A hand-over to a campaigner with a 1s TTL, which then dies.
+	a, err := c.Election("sooner", dlock.WithTTL(30*time.Second)).TryCampaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := observed(t, seen); ld.Value != "a" {
+		t.Fatalf("observed %+v", ld)
+	}
+	p := startHelper(t, srv, "elect", "sooner")
+	waitQueued(t, c.Election("sooner"), 1)
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ld := observed(t, seen); ld.Value != "doomed" {
+		t.Fatalf("observed %+v, want the helper leading", ld)
+	}
+	err = eventually(ctx, 5*time.Second, func() error {
+		if st := statusOf(t, c.Election("sooner")); st.TTL > helperTTL {
+			return fmt.Errorf("TTL %v: not renewed yet", st.TTL)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if ld := observed(t, seen); ld.Term != 0 {
+		t.Fatalf("observed %+v, want nobody", ld)
+	}
+	if d := time.Since(killed); d > helperTTL+500*time.Millisecond {
+		t.Errorf("observers saw the dead leader go %v after the kill; its TTL is %v", d, helperTTL)
+	}
+}
+
+// TestElectionObserveReconnects: the subscription connection is killed
+// around each change; observers still see every change, with no timer
+// to save them (30s TTL).
+func TestElectionObserveReconnects(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	oc, _, _ := newClient(t, srv)
+	admin := srv.Client(t)
+	seen := oc.Election("rc").Observe(ctx)
+	kill := func() {
+		t.Helper()
+		if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		kill()
+		l, err := c.Election("rc", dlock.WithTTL(30*time.Second)).TryCampaign(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ld := observed(t, seen); ld.Term != l.Fence() {
+			t.Fatalf("observed %+v, want term %d", ld, l.Fence())
+		}
+		kill()
+		mustUnlock(t, l.Lease)
+		if ld := observed(t, seen); ld.Term != 0 {
+			t.Fatalf("observed %+v, want nobody", ld)
+		}
+	}
+}
+
+// TestElectionObserversBesideCampaigners: observers on the campaigners'
+// own client take no wake-up meant for a campaigner: every hand-over
+// goes through at once.
+func TestElectionObserversBesideCampaigners(t *testing.T) {
+	c, ctx := start(t)
+	e := c.Election("share", dlock.WithTTL(30*time.Second))
+	for range 5 {
+		e.Observe(ctx)
+	}
+	l, err := e.Campaign(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 20; i++ {
+		next := make(chan *dlock.Leadership, 1)
+		go func() {
+			n, err := e.Campaign(ctx, fmt.Sprint(i))
+			if err != nil {
+				t.Error(err)
+			}
+			next <- n
+		}()
+		waitQueued(t, e, 1)
+		start := time.Now()
+		if err := l.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l = <-next; l == nil {
+			t.FailNow()
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("hand-over %d took %v", i, d)
+		}
+	}
+	mustUnlock(t, l.Lease)
+}
+
+// TestLeadershipZero: a Leadership no Campaign returned is ErrInvalid,
+// not a panic.
+func TestLeadershipZero(t *testing.T) {
+	var zero dlock.Leadership
+	var none *dlock.Leadership
+	for _, err := range []error{zero.Resign(t.Context()), zero.Proclaim(t.Context(), "v"), none.Resign(t.Context()), none.Proclaim(t.Context(), "v")} {
+		if !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("got %v, want ErrInvalid", err)
 		}
 	}
 }

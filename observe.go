@@ -16,7 +16,9 @@ import (
 // a newer one, and a receiver that falls behind gets the latest state,
 // the ones in between skipped. The channel closes when ctx ends or the
 // Client is closed; on a Redlock client, or for a bad name, it is closed
-// at once (and the client's logger says why).
+// at once, and when Redis refuses for good to announce or tell the
+// leader (a user whose ACL lacks the channel or the script) as soon as
+// it refuses; the client's logger says why, at Warn or Error level.
 //
 // Cost: all the observers of one election on a Client share one
 // follower, which reads the leader (one round trip) when it starts and
@@ -24,8 +26,9 @@ import (
 // only by the Election's announcements, heard over the Client's one
 // shared subscription, and when the leader's lease would run out, which
 // a live leader defers with each renewal: about one read per two thirds
-// of the leader's TTL while nothing changes. It never polls. While Redis
-// cannot be reached it tries again, backing off to once a second.
+// of the leader's TTL while nothing changes (a leader whose renewal
+// brings its lease's end nearer announces it). It never polls. While
+// Redis cannot be reached it tries again, backing off to once a second.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	if e.err != nil {
@@ -183,17 +186,19 @@ func (f *follower) pass(ld Leader) {
 	}
 }
 
-// failed backs off after err, or reports that the follower must end.
+// failed backs off after err, or reports that the follower must end:
+// ctx ended, the client was closed, or err will not pass by itself.
 func (f *follower) failed(ctx context.Context, op string, err error) (time.Duration, bool) {
 	if ctx.Err() != nil || errors.Is(err, notify.ErrClosed) {
 		return 0, false
 	}
-	f.backoff = grow(f.backoff)
-	log := f.e.c.log.Debug
 	if !transient(err) {
-		log = f.e.c.log.Warn
+		f.e.c.log.Error("dlock: cannot observe election; its observers' channels are closed",
+			"election", f.e.name, "op", op, "err", explain(err))
+		return 0, false
 	}
-	log("dlock: observing failed; retrying", "election", f.e.name, "op", op, "err", err, "in", f.backoff)
+	f.backoff = grow(f.backoff)
+	f.e.c.log.Debug("dlock: observing failed; retrying", "election", f.e.name, "op", op, "err", err, "in", f.backoff)
 	return f.backoff, true
 }
 

@@ -287,3 +287,44 @@ func TestACLRulesCoverScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestElectionUnderPartialACL: a user whose ACL lacks the election's
+// channel cannot observe: the channel closes rather than wait for
+// announcements that cannot come. One that may not PUBLISH still
+// campaigns and resigns cleanly: the announcement is what fails, not the
+// leadership.
+func TestElectionUnderPartialACL(t *testing.T) {
+	srv, ctx := serve(t)
+	admin, _, _ := newClient(t, srv)
+	without := func(rule string) []any {
+		var rules []any
+		for _, r := range ACLRules(t) {
+			if r != rule {
+				rules = append(rules, r)
+			}
+		}
+		return rules
+	}
+	lead, err := admin.Election("acl").TryCampaign(ctx, "addr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf := aclClient(t, srv, without("&dlock:*"))
+	closes(t, deaf.Election("acl").Observe(ctx), "for a user that may not listen")
+	mustUnlock(t, lead.Lease)
+
+	mute := aclClient(t, srv, without("+publish"))
+	l, err := mute.Election("acl").TryCampaign(ctx, "mute")
+	if err != nil {
+		t.Fatalf("TryCampaign without +publish: %v", err)
+	}
+	if err := l.Proclaim(ctx, "still mute"); err != nil {
+		t.Errorf("Proclaim without +publish: %v", err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatalf("Resign without +publish: %v", err)
+	}
+	if ld, err := admin.Election("acl").Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
+		t.Errorf("Leader after the mute leader resigned: %+v, %v; want ErrNoLeader", ld, err)
+	}
+}

@@ -32,10 +32,12 @@
 local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 
 -- announce_taken is the reply of a try that took the lock with fence,
--- announced first when the caller asked.
+-- announced first when the caller asked. The lock is taken by then, so
+-- a refused announcement (an ACL without PUBLISH) must not fail the
+-- script: the caller would not know it holds the lock.
 local function announce_taken(fence)
   if ARGV[8] then
-    redis.call(ARGV[7], ARGV[8], 'leader')
+    redis.pcall(ARGV[7], ARGV[8], 'leader')
   end
   return {1, fence}
 end

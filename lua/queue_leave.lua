@@ -21,7 +21,7 @@ end
 if held or (first and redis.call('EXISTS', KEYS[1]) == 0) then
   local heir = hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3]))
   if held and not heir and ARGV[5] then
-    redis.call(ARGV[2], ARGV[3], 'leader')
+    redis.pcall(ARGV[2], ARGV[3], 'leader') -- released: never fail on it
   end
 end
 return (held or removed) and 1 or 0

@@ -18,6 +18,6 @@ if not owns(KEYS[1], ARGV[1]) then
 end
 redis.call('DEL', KEYS[1])
 if not hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3])) and ARGV[5] then
-  redis.call(ARGV[2], ARGV[3], 'leader')
+  redis.pcall(ARGV[2], ARGV[3], 'leader') -- released: never fail on it
 end
 return 1

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"regexp"
@@ -31,8 +32,24 @@ func (e *env) connect(ctx context.Context) (*dlock.Client, func(), error) {
 		rdb.Close()
 		return nil, nil, err
 	}
-	c := dlock.New(rdb, dlock.WithPrefix(e.prefix))
+	c := dlock.New(rdb, dlock.WithPrefix(e.prefix), dlock.WithLogger(e.errorLog()))
 	return c, func() { c.Close(); rdb.Close() }, nil
+}
+
+// errorLog is the library's logger for a command: what the library
+// reports at Error level (a failure it cannot return, such as an
+// observer that must stop), on stderr as "dlock: <message>" and its
+// attributes.
+func (e *env) errorLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{
+		Level: slog.LevelError,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
 }
 
 // reachTimeout bounds the first contact with Redis.
@@ -88,7 +105,7 @@ func (e *env) connectRedlock(ctx context.Context) (*dlock.Client, func(), error)
 		}
 		return nil, nil, err
 	}
-	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix))
+	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix), dlock.WithLogger(e.errorLog()))
 	return c, func() {
 		c.Close()
 		for _, r := range rdbs {

@@ -160,7 +160,7 @@ func (e *env) watchLeader(ctx context.Context, el *dlock.Election, name string, 
 	if ctx.Err() != nil {
 		return nil
 	}
-	return &ExitError{Code: 1, Err: fmt.Errorf("stopped following election %s: the client was closed", printable(name))}
+	return &ExitError{Code: 1, Err: fmt.Errorf("stopped following election %s", printable(name))}
 }
 
 // follower prints the leader of an election as it changes.

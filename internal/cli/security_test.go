@@ -55,6 +55,8 @@ var everyCommand = [][]string{
 	{"list"},
 	{"unlock", "--force", "job"},
 	{"set", "remove", "pool", "a", "b"},
+	{"sem", "run", "slots", "--size", "2", "--", "true"},
+	{"elect", "boss", "--", "true"},
 }
 
 // TestCommandUnderACL: every command works for a user with exactly the
@@ -75,6 +77,15 @@ func TestCommandUnderACL(t *testing.T) {
 	code, _, errOut := dlEnv(t, env, "run", "job", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "lacks a permission dlock needs") {
 		t.Errorf("run without +time: exit %d, stderr %q; want the missing permission named", code, errOut)
+	}
+
+	// A user that may not listen cannot follow an election: leader
+	// --watch stops at once and says why.
+	deaf := redistest.Start(t)
+	env = []string{"DLOCK_REDIS=" + aclUser(t, deaf, "&dlock:*")}
+	code, _, errOut = dlEnv(t, env, "leader", "--watch", "boss")
+	if code != 1 || !strings.Contains(errOut, "cannot observe election") || !strings.Contains(errOut, "lacks a permission dlock needs") {
+		t.Errorf("leader --watch without the channel rule: exit %d, stderr %q; want exit 1 and the missing permission named", code, errOut)
 	}
 }
 

@@ -442,9 +442,15 @@ func (h *Hub) receive(sh *shard) {
 				continue
 			}
 			// An error reply (MOVED after a slot migration, say) on a
-			// healthy connection: its channel stays unconfirmed, and its
-			// waiters rely on their own expiry wake-ups.
+			// healthy connection. On a cluster the channel may live
+			// elsewhere now: the channels still unconfirmed are detached,
+			// and their waiters subscribe again through fresh routing.
+			// Elsewhere the channel stays unconfirmed, and its waiters
+			// rely on their own expiry wake-ups.
 			h.log.Warn("dlock: subscription command refused", "err", err)
+			if h.cluster != nil {
+				h.detachUnconfirmed(sh)
+			}
 			continue
 		}
 		if err != nil {
@@ -493,6 +499,18 @@ func (h *Hub) refuse(sh *shard, err error) {
 			ch.refusal = err
 			close(ch.refused)
 			delete(h.chans, name)
+		}
+	}
+}
+
+// detachUnconfirmed detaches the channels of sh whose subscription Redis
+// has not confirmed: the reply that refused one does not say which.
+func (h *Hub) detachUnconfirmed(sh *shard) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range h.chans {
+		if ch.shard == sh && ch.subscribed && !ch.confirmed {
+			h.detach(ch)
 		}
 	}
 }
