@@ -54,7 +54,9 @@ type Leader struct {
 // ErrInvalid.
 func (c *Client) Election(name string, opts ...LockOption) *Election {
 	q := c.queued(kindElect, name, opts)
-	q.announce = true
+	if q.err == nil {
+		q.announce = []any{c.hub.PublishCommand(), q.keys.Channel()}
+	}
 	return &Election{q}
 }
 
@@ -205,15 +207,4 @@ func splitLeaderMeta(s string) (value, meta string) {
 		return "", s
 	}
 	return rest[:size], rest[size:]
-}
-
-// renewal is a renewal of a leadership: as a lock's, and announced when
-// it brings the lease's end nearer (see owner_refresh.lua), since
-// observers wake when the lease would run out.
-func (e *Election) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{ownerRefresh, []string{e.keys.Key()}, []any{tok, millis(ttl), e.c.hub.PublishCommand(), e.keys.Channel()}}
-}
-
-func (e *Election) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
-	return e.renewal(tok, ttl).run(ctx, e.c.rdb).Bool()
 }

@@ -11,16 +11,21 @@ import (
 )
 
 // owner is the key that records who holds an exclusive lock (Mutex,
-// FairMutex): one string "<tok> <fence> <since ms> <id> <meta>" expiring
-// with the lease (lua/lib/owner.lua). It carries the lease operations the
-// two share.
+// FairMutex, Election): one string "<tok> <fence> <since ms> <id> <meta>"
+// expiring with the lease (lua/lib/owner.lua). It carries the lease
+// operations they share.
 type owner struct {
 	rdb redis.UniversalClient
 	key string
+	// announce, for an Election, is the publish command and the channel
+	// on which its scripts announce changes of holder, for those who
+	// follow it (see Election.Observe): a lock taken, a lock left free,
+	// a lease whose end comes nearer. nil for the other locks.
+	announce []any
 }
 
 func (o owner) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{ownerRefresh, []string{o.key}, []any{tok, millis(ttl)}}
+	return scriptCall{ownerRefresh, []string{o.key}, append([]any{tok, millis(ttl)}, o.announce...)}
 }
 
 func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {

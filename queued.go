@@ -30,10 +30,6 @@ const mutexStarve = time.Millisecond
 type queued struct {
 	lock
 	owner
-	// announce is set for an Election: its scripts also announce on the
-	// channel a lock taken, and one left free, for those who follow the
-	// holder (see Election.Observe); a hand-over announces itself.
-	announce bool
 }
 
 // queued returns the queued lock of kind k (kindMutex or kindFair).
@@ -73,11 +69,8 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 func (q *queued) acquisition(wait bool, meta string) *acquisition {
 	a := q.lock.acquisition(q.keys.Channel())
 	a.queued(wait, func(tok string, join int) scriptCall {
-		args := []any{tok, millis(q.cfg.ttl), meta, join, millis(queueLiveness), q.starve().Microseconds()}
-		if q.announce {
-			args = append(args, q.c.hub.PublishCommand(), q.keys.Channel())
-		}
-		return scriptCall{queueAcquire, q.kl, args}
+		return scriptCall{queueAcquire, q.kl, append([]any{tok, millis(q.cfg.ttl), meta, join,
+			millis(queueLiveness), q.starve().Microseconds()}, q.announce...)}
 	}, parseAttempt)
 	a.ops = func(attempt) leaseOps { return q }
 	a.leave = func(ctx context.Context, tok string) error {
@@ -94,8 +87,8 @@ func (q *queued) release(ctx context.Context, tok string) (bool, error) {
 // lock to the first waiter (queue_release, queue_leave).
 func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
 	args := []any{tok, q.c.hub.PublishCommand(), q.keys.Channel(), q.starve().Microseconds()}
-	if q.announce {
-		args = append(args, 1)
+	if q.announce != nil {
+		args = append(args, 1) // a hand-over announces itself
 	}
 	return q.run(ctx, s, args...)
 }

@@ -623,25 +623,27 @@ func (h *Hub) dispatch(channel, payload string) {
 	if ch == nil {
 		return
 	}
-	for _, w := range ch.waiters {
-		if w.key == Every {
-			signal(w)
-		}
-	}
 	switch payload {
 	case WakeOne:
 		h.wakeOne(ch, nil)
+		h.wakeKey(ch, Every, "")
 	case WakeAll:
 		h.wakeAll(ch)
 	default:
 		key, grant, _ := strings.Cut(payload, " ")
-		for _, w := range ch.waiters {
-			if w.key == key {
-				if grant != "" {
-					w.grant = grant
-				}
-				signal(w)
-			}
+		h.wakeKey(ch, key, grant)
+	}
+}
+
+// wakeKey wakes the waiters registered with key, handing them grant if
+// any, and those that follow every payload (Every), in one pass.
+func (h *Hub) wakeKey(ch *channel, key, grant string) {
+	for _, w := range ch.waiters {
+		if w.key == key && grant != "" {
+			w.grant = grant
+		}
+		if w.key == key || w.key == Every {
+			signal(w)
 		}
 	}
 }
