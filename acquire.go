@@ -64,6 +64,13 @@ type acquisition struct {
 	// release is held for it, from the send time of the waiter's last
 	// refused try, until its first renewal (see waiting.handedOver).
 	handOff time.Duration
+	// shared marks the read side of an RWMutex, for hooks.
+	shared bool
+}
+
+// info names the lock taken, for hooks.
+func (a *acquisition) info() LockInfo {
+	return LockInfo{Kind: string(a.lock.kind), Name: a.lock.name, Shared: a.shared}
 }
 
 // queued makes a's try from call, the try script of a lock whose waiters
@@ -83,17 +90,35 @@ func (a *acquisition) queued(block bool, call func(token string, join int) scrip
 	}
 }
 
-// grant makes the lease of a successful try sent at sent, which Redis
-// keeps for held from then (see newLease): named for the MutexSet member
-// it took, or else for the lock.
-func (a *acquisition) grant(tok string, r attempt, sent time.Time, held time.Duration) *Lease {
-	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent, held)
+// grant makes the lease of a successful try sent at sent under ctx, which
+// Redis keeps for held from then (see newLease): named for the MutexSet
+// member it took, or else for the lock.
+func (a *acquisition) grant(ctx context.Context, tok string, r attempt, sent time.Time, held time.Duration) *Lease {
+	var hk *hooked
+	if h := a.lock.c.hooks; h != nil {
+		hk = &hooked{h: h, ctx: context.WithoutCancel(ctx), info: LeaseInfo{LockInfo: a.info(), Member: r.member, Fence: r.fence}, since: time.Now()}
+	}
+	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent, held, hk)
 }
 
 // acquire takes the lock: once if !block, else waiting until it is
 // acquired, ctx ends, or the stall timeout passes. Whatever error it
-// returns, it leaves nothing of the caller's in Redis (see giveUp).
+// returns, it leaves nothing of the caller's in Redis (see giveUp). It
+// calls the client's hooks, if any, around the acquisition.
 func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Lease, error) {
+	h := c.hooks
+	if h == nil {
+		return c.take(ctx, a, block)
+	}
+	ctx = h.acquireStart(ctx, a.info())
+	start := time.Now()
+	l, err := c.take(ctx, a, block)
+	h.acquireEnd(ctx, a.info(), l, err, time.Since(start))
+	return l, err
+}
+
+// take is acquire without hooks.
+func (c *Client) take(ctx context.Context, a *acquisition, block bool) (*Lease, error) {
 	if err := a.lock.err; err != nil {
 		return nil, err
 	}
@@ -122,7 +147,7 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 		c.giveUp(ctx, a, tok, nil, true)
 		return nil, a.failed(ctx, errLate)
 	case r.ok:
-		return a.grant(tok, r, sent, a.lock.cfg.ttl), nil
+		return a.grant(ctx, tok, r, sent, a.lock.cfg.ttl), nil
 	}
 	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }

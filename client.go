@@ -39,6 +39,7 @@ type Client struct {
 	// follows follows the elections observed, one follower per election
 	// however many observe it.
 	follows *follows
+	hooks   *Hooks // nil: none
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
@@ -60,7 +61,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // deployment.
 func newClient(cfg clientConfig) *Client {
 	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), renewals: watchdog.NewLoop(),
-		follows: &follows{by: map[string]*follower{}}}
+		follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks}
 }
 
 func newClientConfig(opts []Option) clientConfig {

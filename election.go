@@ -164,7 +164,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	case err != nil:
 		return fmt.Errorf("dlock: proclaim in election %q: %w", l.name, explain(err))
 	case !ok:
-		l.markLost()
+		l.markLost(LostGone)
 		return fmt.Errorf("%w: no longer leader of election %q", ErrLost, l.name)
 	}
 	return nil

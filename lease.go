@@ -26,6 +26,8 @@ type Lease struct {
 
 	lost     chan struct{}
 	lostOnce sync.Once
+	// hooked, when the client has hooks, calls them for the lease.
+	hooked *hooked
 
 	// giveUps releases in the background a lease whose Unlock failed.
 	giveUps *giveUps
@@ -59,22 +61,22 @@ var errGone = errors.New("lease gone")
 // at least held from sent: from the acquiring request's send time, the
 // lock's TTL. A lease handed over by a release is held for less until its
 // first renewal, which then starts at once (see waiting.handedOver).
-func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration) *Lease {
-	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps, loop: c.renewals}
+//
+// hk, if not nil, calls the client's hooks for the lease.
+func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration, hk *hooked) *Lease {
+	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps, loop: c.renewals, hooked: hk}
 	if cfg.ttl == 0 {
 		return l
 	}
 	l.wdc = watchdog.Config{
-		TTL:  cfg.ttl,
-		Auto: cfg.autoRefresh,
-		Renew: func(ctx context.Context, ttl time.Duration) error {
-			return renewed(ops.refresh(ctx, token, ttl))
-		},
+		TTL:    cfg.ttl,
+		Auto:   cfg.autoRefresh,
+		Renew:  l.renew,
 		Gone:   func(err error) bool { return errors.Is(err, errGone) },
-		OnLost: l.markLost,
+		OnLost: func(cause error) { l.markLost(lostBy(cause)) },
 	}
 	if b, ok := ops.(batchable); ok && c.batch != nil {
-		l.wdc.Batch, l.wdc.Lease = c.batch, leaseRenewal{ops: b, token: token}
+		l.wdc.Batch, l.wdc.Lease = c.batch, leaseRenewal{ops: b, token: token, hooked: hk}
 	}
 	deadline := watchdog.Deadline(sent, held)
 	if d, ok := ops.(drifter); ok {
@@ -87,6 +89,33 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		l.wd = l.loop.Start(l.wdc, deadline)
 	}
 	return l
+}
+
+// renew is the lease's renewal to ttl, for its watchdog; errGone when
+// the lease is no longer the holder's.
+func (l *Lease) renew(ctx context.Context, ttl time.Duration) error {
+	if l.hooked == nil {
+		return renewed(l.ops.refresh(ctx, l.token, ttl))
+	}
+	auto := watchdog.Automatic(ctx)
+	hctx := l.hooked.renewStart(ctx, auto)
+	if !auto {
+		ctx = hctx // an automatic renewal keeps the watchdog's deadline
+	}
+	err := renewed(l.ops.refresh(ctx, l.token, ttl))
+	l.hooked.renewEnd(hctx, err)
+	return err
+}
+
+// lostBy is the reason for a loss the watchdog reports with cause.
+func lostBy(cause error) LostReason {
+	switch {
+	case errors.Is(cause, watchdog.ErrUnconfirmed):
+		return LostUnreachable
+	case errors.Is(cause, watchdog.ErrExpired):
+		return LostExpired
+	}
+	return LostGone
 }
 
 // drifter is implemented by the lease operations of locks whose expiry
@@ -137,7 +166,7 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, errGone), errors.Is(err, watchdog.ErrStopped):
-		l.markLost()
+		l.markLost(LostGone) // a no-op when stopped by a loss already
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
 	}
 	return fmt.Errorf("dlock: refresh %q: %w", l.name, explain(err))
@@ -153,6 +182,17 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // (nil if the background one succeeded meanwhile); dropping the lease is
 // safe too.
 func (l *Lease) Unlock(ctx context.Context) error {
+	if l.hooked == nil {
+		return l.unlock(ctx)
+	}
+	ctx = l.hooked.releaseStart(ctx)
+	err := l.unlock(ctx)
+	l.hooked.releaseEnd(ctx, err)
+	return err
+}
+
+// unlock is Unlock without hooks.
+func (l *Lease) unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released && l.releasing {
@@ -169,7 +209,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		// report a loss that Unlock itself caused; until the release is
 		// answered, Lost() still closes at the lease's deadline.
 		deadline, l.wdc.TTL = l.wd.Stop()
-		alarm = time.AfterFunc(time.Until(deadline), l.markLost)
+		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(LostUnreachable) })
 	}
 	ok, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
 	if alarm != nil {
@@ -187,11 +227,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrLost, l.name)
 	}
 	if !ok && !retried {
-		l.markLost()
+		l.markLost(LostGone)
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
 	}
 	// After an Unlock that failed while the lease was held, a release that
 	// finds it gone means an earlier attempt got through: released.
+	l.ended("")
 	return nil
 }
 
@@ -204,6 +245,8 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 	lapse := time.Duration(0)
 	if l.wd != nil {
 		l.wdc.Auto = false
+		// What it misses then is the release's confirmation.
+		l.wdc.OnLost = func(error) { l.markLost(LostUnreachable) }
 		l.wd = l.loop.Start(l.wdc, deadline)
 		// Redis keeps the lease no longer than the TTL last set.
 		lapse = l.wdc.TTL
@@ -230,6 +273,7 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 		if l.wd != nil {
 			l.wd.Stop()
 		}
+		l.ended("")
 	}
 	return nil
 }
@@ -261,6 +305,17 @@ func (l *Lease) isLost() bool {
 	}
 }
 
-func (l *Lease) markLost() {
+// markLost closes Lost() and ends the lease's holding for reason, unless
+// it ended already.
+func (l *Lease) markLost(reason LostReason) {
 	l.lostOnce.Do(func() { close(l.lost) })
+	l.ended(reason)
+}
+
+// ended calls the LeaseEnd hook, once per lease: lost for reason, or
+// released when reason is "".
+func (l *Lease) ended(reason LostReason) {
+	if l.hooked != nil {
+		l.hooked.ended.Do(func() { l.hooked.leaseEnd(reason) })
+	}
 }

@@ -24,6 +24,7 @@ type Option func(*clientConfig)
 type clientConfig struct {
 	prefix string
 	log    *slog.Logger
+	hooks  *Hooks
 	err    error
 }
 

@@ -36,21 +36,32 @@ type renewBatch struct {
 
 // leaseRenewal is a lease as its renewBatch sees it.
 type leaseRenewal struct {
-	ops   batchable
-	token string
+	ops    batchable
+	token  string
+	hooked *hooked // nil: no hooks
 }
 
 // Renew sends the renewals in one batch (see sendAll) and reads each
-// reply.
+// reply, calling each lease's renewal hooks around it.
 func (b *renewBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
 	calls := make([]scriptCall, len(rs))
+	var hctx []context.Context // for the leases' RenewEnd, if hooked
 	for i, r := range rs {
 		l := r.Lease.(leaseRenewal)
 		calls[i] = l.ops.renewal(l.token, r.TTL)
+		if l.hooked != nil {
+			if hctx == nil {
+				hctx = make([]context.Context, len(rs))
+			}
+			hctx[i] = l.hooked.renewStart(ctx, true)
+		}
 	}
 	errs := make([]error, len(rs))
 	for i, cmd := range sendAll(ctx, b.rdb, calls) {
 		errs[i] = renewed(cmd.Bool())
+		if l := rs[i].Lease.(leaseRenewal); l.hooked != nil {
+			l.hooked.renewEnd(hctx[i], errs[i])
+		}
 	}
 	return errs
 }

@@ -183,7 +183,7 @@ func (rw *RWMutex) reader() *acquisition {
 		giveWay = 1
 	}
 	a := rw.acquisition(rw.readersChannel())
-	a.what = "rw mutex (read)"
+	a.what, a.shared = "rw mutex (read)", true
 	a.try = func(ctx context.Context, tok string) (attempt, error) {
 		return parseAttempt(rw.run(ctx, rwRLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata, giveWay).Slice())
 	}

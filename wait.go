@@ -47,6 +47,9 @@ type waiting struct {
 	// script tells: a hand-off came after it (see handedOver).
 	refused   time.Time
 	refusedAt int64
+	// waitCtx is, once the caller waits and the client has hooks, the
+	// context WaitStart returned.
+	waitCtx context.Context
 }
 
 // wait takes the lock, waiting until it is acquired, ctx ends, or the
@@ -61,6 +64,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 		l, next, err := s.try(ctx)
 		if l != nil {
 			return l, nil
+		}
+		if err == nil && s.waitCtx == nil && s.c.hooks != nil {
+			s.waitCtx = s.c.hooks.waitStart(ctx, s.a.info())
 		}
 		if err == nil && s.w == nil {
 			var subscribed bool
@@ -96,7 +102,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		s.trouble = errLate
 		return nil, 0, nil
 	case err == nil && r.ok:
-		return s.a.grant(s.tok, r, sent, s.a.lock.cfg.ttl), 0, nil
+		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl), 0, nil
 	case err == nil:
 		s.woken, s.backoff = false, 0
 		if s.b == nil && s.a.beat != nil {
@@ -148,7 +154,7 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	if !time.Now().Before(watchdog.Deadline(s.refused, held)) {
 		return nil
 	}
-	return s.a.grant(s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held)
+	return s.a.grant(ctx, s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held)
 }
 
 // beaten reads a heartbeat's reply, and returns how long to sleep on
@@ -300,6 +306,9 @@ func (s *waiting) quit(ctx context.Context, err error) error {
 }
 
 func (s *waiting) close() {
+	if s.waitCtx != nil {
+		s.c.hooks.waitEnd(s.waitCtx, s.a.info())
+	}
 	if s.w != nil {
 		s.w.Close()
 	}

@@ -57,7 +57,7 @@ func (s *state) renewBatch(b Batch, ws []*watch) {
 		w.inflight = &renewal{f: f, sent: sent, ttl: w.ttl}
 		s.fix(w)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), limit)
+	ctx, cancel := context.WithDeadline(autoContext, limit)
 	f.cancel = cancel
 	s.flights++
 	out := s.outcomes

@@ -223,7 +223,7 @@ func TestLoopRunsOneGoroutine(t *testing.T) {
 	loop := watchdog.NewLoop()
 	dogs := make([]*watchdog.Watchdog, n)
 	for i := range dogs {
-		cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: func() {}, Batch: b, Lease: i}
+		cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: func(error) {}, Batch: b, Lease: i}
 		dogs[i] = loop.Start(cfg, watchdog.Deadline(time.Now(), ttl))
 	}
 	if got := runtime.NumGoroutine() - before; got > 1 {

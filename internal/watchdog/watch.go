@@ -67,7 +67,7 @@ func (w *watch) wake() time.Time {
 func (s *state) add(w *watch, renew bool) {
 	heap.Push(&s.watches, w)
 	if renew {
-		s.renewAlone(w, context.Background(), w.ttl, w.deadline, nil)
+		s.renewAlone(w, autoContext, w.ttl, w.deadline, nil)
 	}
 }
 
@@ -133,7 +133,7 @@ func (s *state) settle(w *watch, err error) {
 		if r.reply != nil {
 			r.reply <- err
 		}
-		s.lose(w)
+		s.lose(w, err)
 		return
 	default:
 		w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
@@ -162,14 +162,14 @@ func (s *state) tick(now time.Time) {
 	for _, w := range due {
 		switch {
 		case !now.Before(w.deadline):
-			s.lose(w)
+			s.lose(w, w.expiry())
 		case w.d.cfg.Batch != nil:
 			if batches == nil {
 				batches = map[Batch]bool{}
 			}
 			batches[w.d.cfg.Batch] = true
 		default:
-			s.renewAlone(w, context.Background(), w.ttl, earlier(w.deadline, now.Add(w.ttl/3)), nil)
+			s.renewAlone(w, autoContext, w.ttl, earlier(w.deadline, now.Add(w.ttl/3)), nil)
 		}
 	}
 	if len(batches) > 0 {
@@ -177,10 +177,20 @@ func (s *state) tick(now time.Time) {
 	}
 }
 
-// lose ends w's watch with a loss.
-func (s *state) lose(w *watch) {
-	w.d.lost()
+// lose ends w's watch with a loss for cause.
+func (s *state) lose(w *watch, cause error) {
+	w.d.lost(cause)
 	s.end(w)
+}
+
+// expiry is the cause of a loss at w's deadline: ErrUnconfirmed if a
+// renewal is in flight or failed since the last confirmed, else
+// ErrExpired.
+func (w *watch) expiry() error {
+	if w.inflight != nil || w.uncertain > 0 {
+		return ErrUnconfirmed
+	}
+	return ErrExpired
 }
 
 // end stops watching w: it answers every caller still waiting and

@@ -26,6 +26,15 @@ import (
 // or because the lease was lost.
 var ErrStopped = errors.New("watchdog stopped")
 
+// The causes OnLost is given when a lease's deadline passed: ErrUnconfirmed
+// when a renewal was sent since the last one confirmed (it failed, or no
+// reply came in time), ErrExpired when none was (automatic renewal is off,
+// or the holder's process stalled).
+var (
+	ErrUnconfirmed = errors.New("lease deadline passed with its renewal unconfirmed")
+	ErrExpired     = errors.New("lease deadline passed with no renewal sent")
+)
+
 // Config describes the lease to watch.
 type Config struct {
 	// TTL is the lease's time to live at each renewal, until a Refresh
@@ -41,8 +50,10 @@ type Config struct {
 	// Gone reports whether an error from Renew means the lease is gone.
 	Gone func(error) bool
 	// OnLost is called once, from the loop's goroutine, when the lease is
-	// known lost; it must not block. It is not called after Stop.
-	OnLost func()
+	// known lost, with the cause: the error of a renewal that found it gone
+	// (see Gone), ErrUnconfirmed or ErrExpired. It must not block. It is
+	// not called after Stop.
+	OnLost func(cause error)
 	// Drift, if set, is how far the server's clocks may run ahead of ours
 	// over a lease of ttl; the lease is declared lost that much earlier
 	// (Redlock's clock drift allowance).
@@ -137,15 +148,25 @@ func (d *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	return d.deadline, d.ttl
 }
 
-// lost calls OnLost unless Stop was called.
-func (d *Watchdog) lost() {
+// lost calls OnLost with cause unless Stop was called.
+func (d *Watchdog) lost(cause error) {
 	select {
 	case <-d.stop:
 		return
 	default:
 	}
-	d.cfg.OnLost()
+	d.cfg.OnLost(cause)
 }
+
+// automatic marks the contexts of automatic renewals.
+type automatic struct{}
+
+// Automatic reports whether ctx is one the watchdog made for an automatic
+// renewal, rather than one derived from a Refresh caller's.
+func Automatic(ctx context.Context) bool { return ctx.Value(automatic{}) != nil }
+
+// autoContext is the parent of automatic renewals' contexts.
+var autoContext = context.WithValue(context.Background(), automatic{}, true)
 
 // bound is the deadline of a write of ttl sent at sent: Deadline, less
 // the configured drift.

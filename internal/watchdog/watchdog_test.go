@@ -3,6 +3,7 @@ package watchdog_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ type recorder struct {
 	mu     sync.Mutex
 	calls  []call
 	losses []time.Time
+	causes []error       // OnLost's, in order
 	lost   chan struct{} // closed at the first OnLost
 	once   sync.Once
 }
@@ -62,9 +64,10 @@ func (r *recorder) renews(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-func (r *recorder) onLost() {
+func (r *recorder) onLost(cause error) {
 	r.mu.Lock()
 	r.losses = append(r.losses, time.Now())
+	r.causes = append(r.causes, cause)
 	r.mu.Unlock()
 	r.once.Do(func() { close(r.lost) })
 }
@@ -789,3 +792,90 @@ func TestStartRenewing(t *testing.T) {
 		t.Errorf("deadline %v after start; want %v, a TTL from the renewal", deadline.Sub(start), want.Sub(start))
 	}
 }
+
+// TestLossCauses checks the cause OnLost is given: the gone error, or at
+// the deadline ErrUnconfirmed after a renewal failed or hung, ErrExpired
+// when none was sent.
+func TestLossCauses(t *testing.T) {
+	t.Parallel()
+	const ttl = 150 * time.Millisecond
+	hang := func(ctx context.Context, _ time.Duration) error { <-ctx.Done(); return ctx.Err() }
+	for _, c := range []struct {
+		name  string
+		auto  bool
+		renew func(context.Context, time.Duration) error
+		want  error
+	}{
+		{"gone", true, func(context.Context, time.Duration) error { return errGone }, errGone},
+		{"failing", true, func(context.Context, time.Duration) error { return errors.New("connection refused") }, watchdog.ErrUnconfirmed},
+		{"hanging", true, hang, watchdog.ErrUnconfirmed},
+		{"not renewed", false, nil, watchdog.ErrExpired},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRecorder()
+			w := r.watch(time.Now(), ttl, c.auto, c.renew)
+			defer w.Stop()
+			if _, ok := r.waitLost(2 * ttl); !ok {
+				t.Fatalf("OnLost not called within %v", 2*ttl)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if !errors.Is(r.causes[0], c.want) {
+				t.Errorf("OnLost cause %v, want %v", r.causes[0], c.want)
+			}
+		})
+	}
+}
+
+// TestAutomaticContexts checks that automatic renewals, alone or in a
+// batch, run under a context Automatic recognises, and a Refresh's do
+// not.
+func TestAutomaticContexts(t *testing.T) {
+	t.Parallel()
+	const ttl = 90 * time.Millisecond
+	var mu sync.Mutex
+	var auto, asked []bool
+	renew := func(ctx context.Context, _ time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, refresh := ctx.Value(refreshKey{}).(bool); refresh {
+			asked = append(asked, watchdog.Automatic(ctx))
+		} else {
+			auto = append(auto, watchdog.Automatic(ctx))
+		}
+		return nil
+	}
+	b := batchFunc(func(ctx context.Context, rs []watchdog.Renewal) []error {
+		mu.Lock()
+		auto = append(auto, watchdog.Automatic(ctx))
+		mu.Unlock()
+		return make([]error, len(rs))
+	})
+	alone := watchdog.Start(watchdog.Config{TTL: ttl, Auto: true, Renew: renew, Gone: isGone, OnLost: func(error) {}}, watchdog.Deadline(time.Now(), ttl))
+	defer alone.Stop()
+	batched := watchdog.Start(watchdog.Config{TTL: ttl, Auto: true, Renew: renew, Gone: isGone, OnLost: func(error) {}, Batch: &b, Lease: 0}, watchdog.Deadline(time.Now(), ttl))
+	defer batched.Stop()
+	time.Sleep(ttl)
+	if err := alone.Refresh(context.WithValue(context.Background(), refreshKey{}, true), ttl); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auto) < 2 || len(asked) != 1 {
+		t.Fatalf("%d automatic renewals and %d refreshes; want at least 2 and 1", len(auto), len(asked))
+	}
+	if slices.Contains(auto, false) {
+		t.Errorf("automatic renewals' contexts: Automatic = %v, want all true", auto)
+	}
+	if asked[0] {
+		t.Error("a Refresh's context: Automatic = true, want false")
+	}
+}
+
+type refreshKey struct{}
+
+// batchFunc is a Batch made of a function.
+type batchFunc func(ctx context.Context, rs []watchdog.Renewal) []error
+
+func (f *batchFunc) Renew(ctx context.Context, rs []watchdog.Renewal) []error { return (*f)(ctx, rs) }

@@ -1,0 +1,217 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Hooks are functions a client calls as its locks work, so that a
+// program can measure them: how long callers wait, how long holders hold,
+// which leases are lost and why, how many wait now. The module
+// github.com/go-dlock/dlock/dlockotel implements them with OpenTelemetry
+// metrics and spans. Set them with WithHooks; any field may be nil.
+//
+// Hooks run synchronously in the goroutine doing the work, LeaseEnd and
+// the hooks of automatic renewals in the client's renewal loop: they must
+// be quick, must not block and must not call the client. A context a
+// Start hook returns is the one passed to the matching End hook; an
+// acquisition and a release also run their Redis calls with it, so a span
+// it carries is the parent of go-redis' own.
+type Hooks struct {
+	// AcquireStart is called when an acquisition starts: TryLock, Lock,
+	// TryRLock, RLock, the MutexSet's and Semaphore's Acquire forms,
+	// Campaign and TryCampaign, and the Do of each.
+	AcquireStart func(ctx context.Context, lk LockInfo) context.Context
+	// AcquireEnd is called when it returns, with its outcome.
+	AcquireEnd func(ctx context.Context, lk LockInfo, r AcquireResult)
+	// WaitStart is called when a blocking acquisition starts to wait: its
+	// first try did not take the lock. WaitEnd is called when it stops
+	// waiting, just before AcquireEnd.
+	WaitStart func(ctx context.Context, lk LockInfo) context.Context
+	WaitEnd   func(ctx context.Context, lk LockInfo)
+	// ReleaseStart and ReleaseEnd bracket a lease's Unlock (or Resign),
+	// with the error it returns.
+	ReleaseStart func(ctx context.Context, l LeaseInfo) context.Context
+	ReleaseEnd   func(ctx context.Context, l LeaseInfo, err error)
+	// RenewStart and RenewEnd bracket each renewal of a lease sent to
+	// Redis. An automatic renewal (auto is true) runs under the context
+	// the lease was acquired with, without its cancellation; a Refresh
+	// under its caller's. The error is nil when renewed; it wraps ErrLost
+	// when Redis said the lease is gone.
+	RenewStart func(ctx context.Context, l LeaseInfo, auto bool) context.Context
+	RenewEnd   func(ctx context.Context, l LeaseInfo, err error)
+	// LeaseEnd is called once per lease, under the context it was
+	// acquired with, when its holding ends: released (lost is ""), or
+	// lost, with the reason. held is the time since it was acquired.
+	LeaseEnd func(ctx context.Context, l LeaseInfo, held time.Duration, lost LostReason)
+}
+
+// WithHooks sets the functions the client calls as its locks work (see
+// Hooks). Without it the client calls none and pays nothing for them.
+func WithHooks(h Hooks) Option {
+	return func(c *clientConfig) { c.hooks = &h }
+}
+
+// LockInfo names the lock a hook is called for.
+type LockInfo struct {
+	// Kind is the lock's kind as Status.Kind gives it: "mutex", "fair",
+	// "rw", "set", "semaphore" or "election". A Redlock Mutex is "mutex".
+	Kind string
+	// Name is the lock's name; for a MutexSet, the set's.
+	Name string
+	// Shared is true for the read side of an RWMutex.
+	Shared bool
+}
+
+// LeaseInfo is the lease a hook is called for.
+type LeaseInfo struct {
+	LockInfo
+	// Member is the MutexSet member the lease holds, "" for other kinds.
+	Member string
+	// Fence is the lease's fencing token.
+	Fence uint64
+}
+
+// AcquireResult is how an acquisition ended.
+type AcquireResult struct {
+	Outcome Outcome
+	// Wait is the time from AcquireStart.
+	Wait time.Duration
+	// Lease is the lease acquired, when Outcome is Acquired.
+	Lease LeaseInfo
+	// Err is the error returned, nil when acquired.
+	Err error
+}
+
+// Outcome is how an acquisition ended.
+type Outcome string
+
+// The outcomes of an acquisition.
+const (
+	// Acquired: the lease was granted.
+	Acquired Outcome = "acquired"
+	// NotAcquired: the lock was taken (a Try form), or the stall timeout
+	// passed.
+	NotAcquired Outcome = "not_acquired"
+	// Canceled: the caller's context ended first.
+	Canceled Outcome = "canceled"
+	// Failed: any other error, such as Redis unreachable, a refusal, or a
+	// bad argument.
+	Failed Outcome = "error"
+)
+
+// outcome classifies the result of an acquisition under ctx.
+func outcome(ctx context.Context, err error) Outcome {
+	switch {
+	case err == nil:
+		return Acquired
+	case errors.Is(err, ErrNotAcquired) && ctx.Err() != nil:
+		return Canceled
+	case errors.Is(err, ErrNotAcquired):
+		return NotAcquired
+	}
+	return Failed
+}
+
+// LostReason is why a lease was lost.
+type LostReason string
+
+// The reasons a lease is lost.
+const (
+	// LostGone: Redis said the lease is no longer the holder's. It was
+	// removed (ForceUnlock, FLUSHALL, eviction, a failover that lost the
+	// write) or expired there while the holder could not renew it.
+	LostGone LostReason = "gone"
+	// LostUnreachable: the lease's deadline passed while a renewal (or an
+	// Unlock) went unconfirmed: Redis was unreachable, slow, or refused.
+	LostUnreachable LostReason = "unreachable"
+	// LostExpired: the lease's deadline passed with no renewal sent:
+	// WithAutoRefresh(false), or the holder's process stalled.
+	LostExpired LostReason = "expired"
+)
+
+// hooked is what the hooks of one lease need; a lease has one only when
+// its client has hooks.
+type hooked struct {
+	h *Hooks
+	// ctx is the acquisition's context without its cancellation, for the
+	// hooks called from the renewal loop.
+	ctx   context.Context
+	info  LeaseInfo
+	since time.Time
+	ended sync.Once // LeaseEnd is called
+}
+
+func (h *Hooks) acquireStart(ctx context.Context, lk LockInfo) context.Context {
+	if h.AcquireStart == nil {
+		return ctx
+	}
+	return h.AcquireStart(ctx, lk)
+}
+
+func (h *Hooks) acquireEnd(ctx context.Context, lk LockInfo, l *Lease, err error, wait time.Duration) {
+	if h.AcquireEnd == nil {
+		return
+	}
+	r := AcquireResult{Outcome: outcome(ctx, err), Wait: wait, Err: err}
+	if l != nil {
+		r.Lease = l.hooked.info
+	}
+	h.AcquireEnd(ctx, lk, r)
+}
+
+func (h *Hooks) waitStart(ctx context.Context, lk LockInfo) context.Context {
+	if h.WaitStart == nil {
+		return ctx
+	}
+	return h.WaitStart(ctx, lk)
+}
+
+func (h *Hooks) waitEnd(ctx context.Context, lk LockInfo) {
+	if h.WaitEnd != nil {
+		h.WaitEnd(ctx, lk)
+	}
+}
+
+func (o *hooked) releaseStart(ctx context.Context) context.Context {
+	if o.h.ReleaseStart == nil {
+		return ctx
+	}
+	return o.h.ReleaseStart(ctx, o.info)
+}
+
+func (o *hooked) releaseEnd(ctx context.Context, err error) {
+	if o.h.ReleaseEnd != nil {
+		o.h.ReleaseEnd(ctx, o.info, err)
+	}
+}
+
+// renewStart starts the hooks of a renewal sent under ctx and returns
+// the context for renewEnd.
+func (o *hooked) renewStart(ctx context.Context, auto bool) context.Context {
+	if auto {
+		ctx = o.ctx
+	}
+	if o.h.RenewStart == nil {
+		return ctx
+	}
+	return o.h.RenewStart(ctx, o.info, auto)
+}
+
+func (o *hooked) renewEnd(ctx context.Context, err error) {
+	if o.h.RenewEnd == nil {
+		return
+	}
+	if errors.Is(err, errGone) {
+		err = ErrLost
+	}
+	o.h.RenewEnd(ctx, o.info, err)
+}
+
+func (o *hooked) leaseEnd(lost LostReason) {
+	if o.h.LeaseEnd != nil {
+		o.h.LeaseEnd(o.ctx, o.info, time.Since(o.since), lost)
+	}
+}
