@@ -78,6 +78,7 @@ type env struct {
 	cluster        bool
 	redlock        bool
 	prefix         string
+	verbose        bool // -v: log each step on stderr (verbosef)
 }
 
 // Run runs the dlock command line args (without the program name). Errors
@@ -85,6 +86,13 @@ type env struct {
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// go-redis logs failed dials itself; the error dlock prints says it.
 	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
+	if _, ok := stderr.(*os.File); !ok {
+		// A file takes concurrent writes as they come, and a command run
+		// by dlock writes to it directly; any other writer is shared by
+		// dlock's lines, the library's logger and the copy of the
+		// command's stderr, each in a goroutine of its own.
+		stderr = &lockedWriter{w: stderr}
+	}
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := e.root()
 	root.SetArgs(args)
@@ -129,7 +137,15 @@ lock is held on a majority of them (Redlock: plain mutexes only).
 
 Keep a password off the command line, where other users of the machine
 can read it (ps, /proc): put the URL in $DLOCK_REDIS or in a file only you
-can read. dlock never prints it.`,
+can read. dlock never prints it.
+
+dlock writes its errors to stderr, a line each starting "dlock: ". With
+-v (--verbose, any subcommand), it also logs there each step it takes, a
+line each starting "dlock: ": the Redis it connects to (password hidden),
+the lock it waits for, the fence, TTL and wait of the lease it gets, the
+command's pid and exit status, the release; and it shows the library's
+records down to debug level (retries, reconnections), not only errors.
+Without -v, a command that succeeds leaves stderr to COMMAND.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -143,6 +159,7 @@ can read. dlock never prints it.`,
 	root.PersistentFlags().BoolVar(&e.cluster, "cluster", false, "connect to a Redis Cluster")
 	root.PersistentFlags().BoolVar(&e.redlock, "redlock", false, "the --redis URLs are independent masters: hold locks on a majority (Redlock)")
 	root.PersistentFlags().StringVar(&e.prefix, "prefix", dlock.DefaultPrefix, "key prefix of the locks")
+	root.PersistentFlags().BoolVarP(&e.verbose, "verbose", "v", false, "log each step to stderr: connecting, waiting for and taking the lock, the command's start and exit, the release")
 	root.AddCommand(e.runCmd(), e.setCmd(), e.semCmd(), e.electCmd(), e.leaderCmd(), e.statusCmd(), e.listCmd(), e.unlockCmd())
 	return root
 }
@@ -159,6 +176,19 @@ func failed(err error) error {
 }
 
 var quietOnce sync.Once
+
+// lockedWriter serialises the writes to w, so that lines written from
+// several goroutines neither race nor interleave.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 // quiet is a go-redis logger that keeps go-redis' own lines off stderr.
 type quiet struct{}

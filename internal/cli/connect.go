@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"regexp"
@@ -21,35 +20,44 @@ import (
 // connect opens the Redis client and a dlock client on it, once Redis
 // answers; close both with the returned function.
 func (e *env) connect(ctx context.Context) (*dlock.Client, func(), error) {
-	if e.redlock {
-		return e.connectRedlock(ctx)
+	if e.redlock && e.cluster {
+		return nil, nil, usage("--redlock and --cluster exclude each other")
 	}
-	rdb, err := e.redisClient()
+	urls, from, err := e.redisURLs()
 	if err != nil {
 		return nil, nil, err
 	}
+	opts, err := e.redisOptions(urls)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.verbosef("connecting to %s (from %s)", e.servers(urls), from)
+	if e.redlock {
+		return e.connectRedlock(ctx, opts)
+	}
+	rdb := e.redisClient(opts)
 	if err := reach(ctx, []redis.UniversalClient{rdb}); err != nil {
 		rdb.Close()
 		return nil, nil, err
 	}
-	c := dlock.New(rdb, dlock.WithPrefix(e.prefix), dlock.WithLogger(e.errorLog()))
+	c := dlock.New(rdb, dlock.WithPrefix(e.prefix), dlock.WithLogger(e.libLog()))
 	return c, func() { c.Close(); rdb.Close() }, nil
 }
 
-// errorLog is the library's logger for a command: what the library
-// reports at Error level (a failure it cannot return, such as an
-// observer that must stop), on stderr as "dlock: <message>" and its
-// attributes.
-func (e *env) errorLog() *slog.Logger {
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{
-		Level: slog.LevelError,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
+// servers names the Redis deployment of urls for -v, passwords hidden.
+func (e *env) servers(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = redact(u)
+	}
+	list := strings.Join(shown, ", ")
+	switch {
+	case e.redlock:
+		return fmt.Sprintf("%d Redlock masters %s", len(urls), list)
+	case e.cluster || len(urls) > 1:
+		return "Redis Cluster " + list
+	}
+	return list
 }
 
 // reachTimeout bounds the first contact with Redis.
@@ -85,16 +93,9 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 	return nil
 }
 
-// connectRedlock opens one client per Redis URL and a Redlock client on
-// them.
-func (e *env) connectRedlock(ctx context.Context) (*dlock.Client, func(), error) {
-	if e.cluster {
-		return nil, nil, usage("--redlock and --cluster exclude each other")
-	}
-	opts, err := e.redisOptions()
-	if err != nil {
-		return nil, nil, err
-	}
+// connectRedlock opens one client per Redis server and a Redlock client
+// on them.
+func (e *env) connectRedlock(ctx context.Context, opts []*redis.Options) (*dlock.Client, func(), error) {
 	rdbs := make([]redis.UniversalClient, len(opts))
 	for i, o := range opts {
 		rdbs[i] = redis.NewClient(o)
@@ -105,7 +106,7 @@ func (e *env) connectRedlock(ctx context.Context) (*dlock.Client, func(), error)
 		}
 		return nil, nil, err
 	}
-	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix), dlock.WithLogger(e.errorLog()))
+	c := dlock.NewRedlock(rdbs, dlock.WithPrefix(e.prefix), dlock.WithLogger(e.libLog()))
 	return c, func() {
 		c.Close()
 		for _, r := range rdbs {
@@ -114,15 +115,11 @@ func (e *env) connectRedlock(ctx context.Context) (*dlock.Client, func(), error)
 	}, nil
 }
 
-// redisClient connects to the Redis URLs: one server, or a cluster.
-func (e *env) redisClient() (redis.UniversalClient, error) {
-	opts, err := e.redisOptions()
-	if err != nil {
-		return nil, err
-	}
+// redisClient connects to the Redis servers of opts: one, or a cluster.
+func (e *env) redisClient(opts []*redis.Options) redis.UniversalClient {
 	first := opts[0]
 	if len(opts) == 1 && !e.cluster {
-		return redis.NewClient(first), nil
+		return redis.NewClient(first)
 	}
 	var addrs []string
 	for _, o := range opts {
@@ -133,16 +130,12 @@ func (e *env) redisClient() (redis.UniversalClient, error) {
 		Username:  first.Username,
 		Password:  first.Password,
 		TLSConfig: first.TLSConfig,
-	}), nil
+	})
 }
 
 // redisOptions parses the Redis URLs with go-redis' own parser and adds
 // the TLS files.
-func (e *env) redisOptions() ([]*redis.Options, error) {
-	urls, err := e.redisURLs()
-	if err != nil {
-		return nil, err
-	}
+func (e *env) redisOptions(urls []string) ([]*redis.Options, error) {
 	tlsFiles, err := e.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -164,13 +157,13 @@ func (e *env) redisOptions() ([]*redis.Options, error) {
 	return opts, nil
 }
 
-// redisURLs returns the URLs to connect to: --redis, else the lines of
-// --redis-file, else $DLOCK_REDIS, else the lines of $DLOCK_REDIS_FILE,
-// else DefaultRedis.
-func (e *env) redisURLs() ([]string, error) {
-	list, file := e.redisURL, e.redisFile
+// redisURLs returns the URLs to connect to, and where they come from:
+// --redis, else the lines of --redis-file, else $DLOCK_REDIS, else the
+// lines of $DLOCK_REDIS_FILE, else DefaultRedis.
+func (e *env) redisURLs() (urls []string, from string, err error) {
+	list, file, from := e.redisURL, e.redisFile, "--redis"
 	if list == "" && file == "" {
-		list, file = os.Getenv("DLOCK_REDIS"), os.Getenv("DLOCK_REDIS_FILE")
+		list, file, from = os.Getenv("DLOCK_REDIS"), os.Getenv("DLOCK_REDIS_FILE"), "$DLOCK_REDIS"
 		if list != "" {
 			file = ""
 		}
@@ -178,26 +171,25 @@ func (e *env) redisURLs() ([]string, error) {
 	if list == "" && file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, usage("reading the Redis URL: %v", err)
+			return nil, "", usage("reading the Redis URL: %v", err)
 		}
-		list = strings.Join(strings.Fields(string(b)), ",")
+		list, from = strings.Join(strings.Fields(string(b)), ","), "file "+file
 		if list == "" {
-			return nil, usage("no Redis URL in %s", file)
+			return nil, "", usage("no Redis URL in %s", file)
 		}
 	}
 	if list == "" {
-		list = DefaultRedis
+		list, from = DefaultRedis, "the default"
 	}
-	var urls []string
 	for _, u := range strings.Split(list, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			urls = append(urls, u)
 		}
 	}
 	if len(urls) == 0 {
-		return nil, usage("no Redis URL given")
+		return nil, "", usage("no Redis URL given")
 	}
-	return urls, nil
+	return urls, from, nil
 }
 
 // tlsConfig loads --tls-ca, --tls-cert and --tls-key (or their

@@ -71,16 +71,20 @@ func (e *env) elect(ctx context.Context, o *holdOpts, name, value string, argv [
 	if o.nonblock {
 		campaign = el.TryCampaign
 	}
-	acquire := func(ctx context.Context) (*dlock.Lease, error) {
-		l, err := campaign(ctx, value)
-		if err != nil {
-			return nil, err
-		}
-		return l.Lease, nil
-	}
-	return e.hold(ctx, o, "election "+printable(name), acquire, argv, func(l *dlock.Lease) []string {
-		return []string{"DLOCK_NAME=" + name, "DLOCK_TERM=" + strconv.FormatUint(l.Fence(), 10)}
-	})
+	return e.hold(ctx, o, target{
+		what: "election " + printable(name),
+		acquire: func(ctx context.Context) (*dlock.Lease, error) {
+			l, err := campaign(ctx, value)
+			if err != nil {
+				return nil, err
+			}
+			return l.Lease, nil
+		},
+		env: func(l *dlock.Lease) []string {
+			return []string{"DLOCK_NAME=" + name, "DLOCK_TERM=" + strconv.FormatUint(l.Fence(), 10)}
+		},
+		held: func(l *dlock.Lease) string { return fmt.Sprintf("election %s (term %d)", printable(name), l.Fence()) },
+	}, argv)
 }
 
 // leaderCmd is dlock leader: show or follow who leads an election.
@@ -103,7 +107,8 @@ exits 1. --json prints one JSON object on a line instead:
 for every change (a new term, a new value, nobody), and exits 0 on SIGINT
 or SIGTERM. It is woken by Redis rather than polling; while Redis cannot
 be reached it keeps trying, and prints the leader once Redis answers
-again.
+again. With -v, it also logs on stderr each leader Redis reports, even
+one that changes nothing printed, and the library's retries.
 
 Redis unreachable at the start exits 69; usage errors exit 2.`,
 		Example: `  dlock leader scheduler
@@ -158,6 +163,7 @@ func (e *env) watchLeader(ctx context.Context, el *dlock.Election, name string, 
 		return err
 	}
 	if ctx.Err() != nil {
+		e.verbosef("stopped following election %s", printable(name))
 		return nil
 	}
 	return &ExitError{Code: 1, Err: fmt.Errorf("stopped following election %s", printable(name))}
@@ -191,12 +197,14 @@ func (f *follower) follow(ctx context.Context, obs <-chan dlock.Leader) error {
 				return nil
 			}
 			recheck = false
+			f.e.verbosef("election %s: observed %s", printable(f.name), leading(ld))
 			if err := f.show(ld); err != nil {
 				return err
 			}
 		case <-timer:
 			delay = min(2*delay, time.Second)
 			if _, err := f.el.Leader(ctx); errors.Is(err, dlock.ErrNoLeader) {
+				f.e.verbosef("election %s: read again: %s", printable(f.name), leading(dlock.Leader{}))
 				recheck = false
 				if err := f.show(dlock.Leader{}); err != nil {
 					return err
@@ -217,6 +225,14 @@ func (f *follower) show(ld dlock.Leader) error {
 	}
 	f.shown = ld
 	return f.e.printLeader(f.name, ld, f.asJSON)
+}
+
+// leading says who leads, for -v lines: "v1 leads, term 7", "nobody leads".
+func leading(ld dlock.Leader) string {
+	if ld.Term == 0 {
+		return "nobody leads"
+	}
+	return fmt.Sprintf("%s leads, term %d", printable(ld.Value), ld.Term)
 }
 
 // sameLeader reports whether a and b are the same leader, value and term.

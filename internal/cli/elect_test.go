@@ -205,10 +205,11 @@ func TestElectLeaderUnreachable(t *testing.T) {
 
 // watcher is a spawned dlock leader --watch and the lines it prints.
 type watcher struct {
-	t     *testing.T
-	lines chan string
-	wait  func() int
-	kill  func(syscall.Signal)
+	t      *testing.T
+	lines  chan string
+	stderr bytes.Buffer // read it once wait has returned
+	wait   func() int
+	kill   func(syscall.Signal)
 }
 
 func watch(t *testing.T, srv *redistest.Server, args ...string) *watcher {
@@ -218,11 +219,12 @@ func watch(t *testing.T, srv *redistest.Server, args ...string) *watcher {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := &watcher{t: t, lines: make(chan string, 16)}
+	cmd.Stderr = &w.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	w := &watcher{t: t, lines: make(chan string, 16)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {

@@ -44,13 +44,14 @@ func (g *group) signal(sig syscall.Signal) {
 	_ = g.cmd.Process.Signal(sig)
 }
 
-// forward passes on a signal dlock received. At a terminal, SIGINT came to
-// the command from the terminal already.
-func (g *group) forward(sig syscall.Signal) {
+// forward passes on a signal dlock received, and reports whether it did:
+// at a terminal, SIGINT came to the command from the terminal already.
+func (g *group) forward(sig syscall.Signal) bool {
 	if !g.own && sig == syscall.SIGINT {
-		return
+		return false
 	}
 	g.signal(sig)
+	return true
 }
 
 // stopRest ends what is left of the group once the command has exited:

@@ -98,6 +98,11 @@ COMMAND gets SIGTERM, then SIGKILL after --kill-after, and run exits 75.
 SIGINT, SIGTERM and SIGHUP sent to run are passed on to COMMAND; the lock
 is released after COMMAND exits. Usage errors exit 2.
 
+run writes to stderr only its errors and, if the lease is lost, that it
+stops COMMAND. With -v it logs each step there, a line each: the Redis it
+connects to, the lock it waits for, the lease's fence and TTL and how long
+it waited, COMMAND's pid and exit status, and the release.
+
 Flags go before NAME; everything after NAME is the command.`,
 		Example: `  dlock run nightly-report -- ./report.sh
   dlock run -n cron:cleanup -- ./cleanup.sh      # skip if another host runs it
@@ -120,20 +125,25 @@ Flags go before NAME; everything after NAME is the command.`,
 			}
 			defer done()
 			var l dlock.Locker
+			t := target{what: printable(name), label: "mutex " + printable(name)}
 			switch {
 			case shared:
 				l = c.RWMutex(name, o.lockOptions()...).RLocker()
+				t.label = "rw lock " + printable(name) + " (read side)"
 			case fair:
 				l = c.FairMutex(name, o.lockOptions()...)
+				t.label = "fair mutex " + printable(name)
 			default:
 				l = c.Mutex(name, o.lockOptions()...)
 			}
-			return e.hold(cmd.Context(), &o, printable(name), func(ctx context.Context) (*dlock.Lease, error) {
+			t.acquire = func(ctx context.Context) (*dlock.Lease, error) {
 				if o.nonblock {
 					return l.TryLock(ctx)
 				}
 				return l.Lock(ctx)
-			}, argv, func(*dlock.Lease) []string { return []string{"DLOCK_NAME=" + name} })
+			}
+			t.env = func(*dlock.Lease) []string { return []string{"DLOCK_NAME=" + name} }
+			return e.hold(cmd.Context(), &o, t, argv)
 		},
 	}
 	o.register(cmd)
@@ -142,42 +152,68 @@ Flags go before NAME; everything after NAME is the command.`,
 	return cmd
 }
 
-// hold acquires a lease with acquire, runs argv while holding it, with
-// DLOCK_FENCE and envFor's variables in its environment, and returns the
-// exit the command line should have.
-func (e *env) hold(ctx context.Context, o *holdOpts, what string,
-	acquire func(context.Context) (*dlock.Lease, error), argv []string, envFor func(*dlock.Lease) []string) error {
+// target is the lock a command holds while COMMAND runs.
+type target struct {
+	what    string // the lock in errors: "job", "a member of set pool"
+	label   string // the lock in -v lines, if what does not say its kind: "fair mutex job"
+	acquire func(context.Context) (*dlock.Lease, error)
+	env     func(*dlock.Lease) []string // COMMAND's variables besides DLOCK_FENCE
+	// held names, in -v lines, what a lease got holds, if label does not
+	// say it all: "member gpu-1 of set gpus", "election boss (term 7)".
+	held func(*dlock.Lease) string
+}
+
+// hold acquires t's lease, runs argv while holding it, with DLOCK_FENCE
+// and t's variables in its environment, and returns the exit the command
+// line should have.
+func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	lease, sig, err := waitFor(ctx, o, acquire, sigs)
+	if t.label == "" {
+		t.label = t.what
+	}
+	e.verbosef("%s", attempt(o, t.label))
+	start := time.Now()
+	lease, sig, err := waitFor(ctx, o, t.acquire, sigs)
+	waited := time.Since(start).Round(time.Millisecond)
+	if err != nil || sig != nil {
+		e.verbosef("%s not acquired after %v", t.label, waited)
+	}
 	if sig != nil {
-		return &ExitError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted while waiting for %s", what)}
+		return &ExitError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted while waiting for %s", t.what)}
 	}
 	if unreachable(err) {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis; %s not obtained: %w", what, err)}
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis; %s not obtained: %w", t.what, err)}
 	}
 	if errors.Is(err, dlock.ErrNotAcquired) {
-		msg := fmt.Sprintf("%s is held by another process; not obtained", what)
+		msg := fmt.Sprintf("%s is held by another process; not obtained", t.what)
 		if errors.Is(err, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("%s still held after %v; gave up", what, o.timeout)
+			msg = fmt.Sprintf("%s still held after %v; gave up", t.what, o.timeout)
 		}
 		return &ExitError{Code: o.conflict, Err: errors.New(msg)}
 	}
 	if err != nil {
 		return failed(err)
 	}
+	held := t.label
+	if t.held != nil {
+		held = t.held(lease)
+	}
+	e.verbosef("acquired %s: fence %d, ttl %v, waited %v", held, lease.Fence(), o.ttl, waited)
 
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = e.stdin, e.stdout, e.stderr
-	child.Env = append(os.Environ(), envFor(lease)...)
+	child.Env = append(os.Environ(), t.env(lease)...)
 	child.Env = append(child.Env, "DLOCK_FENCE="+strconv.FormatUint(lease.Fence(), 10))
 	g := newGroup(child, e.stdin)
 	if err := child.Start(); err != nil {
-		e.unlock(lease)
+		e.unlock(lease, held)
 		return &ExitError{Code: 127, Err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
 	}
+	command := printable(argv[0])
+	e.verbosef("started %s (pid %d)", command, child.Process.Pid)
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 
@@ -192,7 +228,9 @@ supervise:
 		case werr = <-exited:
 			break supervise
 		case s := <-sigs:
-			g.forward(s.(syscall.Signal))
+			if g.forward(s.(syscall.Signal)) {
+				e.verbosef("passed signal %v on to %s", s, command)
+			}
 		case <-lease.Lost():
 			select {
 			case werr = <-exited: // it finished in time after all
@@ -201,19 +239,21 @@ supervise:
 			}
 			if !lost {
 				lost = true
-				fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", what, argv[0], o.killAfter)
+				fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", t.what, argv[0], o.killAfter)
 				g.signal(syscall.SIGTERM)
 				kill = time.After(o.killAfter)
 			}
 		case <-kill:
+			e.verbosef("%s still runs %v after SIGTERM; sending SIGKILL", command, o.killAfter)
 			g.signal(syscall.SIGKILL)
 		}
 	}
+	e.verbosef("%s %s", command, ended(werr))
 	// Nothing the command started may outlive the lock.
 	g.stopRest(o.killAfter)
-	uerr := e.unlock(lease)
+	uerr := e.unlock(lease, held)
 	if lost {
-		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lost the lock %s while the command ran; it was stopped", what)}
+		return &ExitError{Code: ExitLost, Err: fmt.Errorf("lost the lock %s while the command ran; it was stopped", t.what)}
 	}
 	if code := exitStatus(werr); code != 0 {
 		return &ExitError{Code: code}
@@ -257,12 +297,16 @@ func waitFor(ctx context.Context, o *holdOpts, acquire func(context.Context) (*d
 	}
 }
 
-func (e *env) unlock(l *dlock.Lease) error {
+// unlock releases l, which holds what held names (for -v lines).
+func (e *env) unlock(l *dlock.Lease, held string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	e.verbosef("releasing %s", held)
 	if err := l.Unlock(ctx); err != nil {
+		e.verbosef("releasing %s failed: %s", held, message(err))
 		return fmt.Errorf("releasing %s: %w", l.Name(), err)
 	}
+	e.verbosef("released %s", held)
 	return nil
 }
 

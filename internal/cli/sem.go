@@ -62,15 +62,18 @@ out; callers with the old and the new size can run side by side.`,
 			}
 			defer done()
 			s := c.Semaphore(name, size, o.lockOptions()...)
-			what := fmt.Sprintf("semaphore %s (%d of %d permits)", printable(name), permits, size)
-			return e.hold(cmd.Context(), &o, what, func(ctx context.Context) (*dlock.Lease, error) {
-				if o.nonblock {
-					return s.TryAcquire(ctx, permits)
-				}
-				return s.Acquire(ctx, permits)
-			}, argv, func(*dlock.Lease) []string {
-				return []string{"DLOCK_NAME=" + name, "DLOCK_PERMITS=" + strconv.FormatInt(permits, 10)}
-			})
+			return e.hold(cmd.Context(), &o, target{
+				what: fmt.Sprintf("semaphore %s (%d of %d permits)", printable(name), permits, size),
+				acquire: func(ctx context.Context) (*dlock.Lease, error) {
+					if o.nonblock {
+						return s.TryAcquire(ctx, permits)
+					}
+					return s.Acquire(ctx, permits)
+				},
+				env: func(*dlock.Lease) []string {
+					return []string{"DLOCK_NAME=" + name, "DLOCK_PERMITS=" + strconv.FormatInt(permits, 10)}
+				},
+			}, argv)
 		},
 	}
 	o.register(cmd)

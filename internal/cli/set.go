@@ -137,12 +137,17 @@ exits. Flags and exit statuses are those of "dlock run".`,
 			} else if st.Members == 0 {
 				return &ExitError{Code: 1, Err: fmt.Errorf("set %s has no members (add some with: dlock set add %s MEMBER)", printable(name), printable(name))}
 			}
-			return e.hold(cmd.Context(), &o, "a member of set "+printable(name), func(ctx context.Context) (*dlock.Lease, error) {
-				if o.nonblock {
-					return s.TryAcquire(ctx)
-				}
-				return s.Acquire(ctx)
-			}, argv, func(l *dlock.Lease) []string { return []string{"DLOCK_SET=" + name, "DLOCK_MEMBER=" + l.Name()} })
+			return e.hold(cmd.Context(), &o, target{
+				what: "a member of set " + printable(name),
+				acquire: func(ctx context.Context) (*dlock.Lease, error) {
+					if o.nonblock {
+						return s.TryAcquire(ctx)
+					}
+					return s.Acquire(ctx)
+				},
+				env:  func(l *dlock.Lease) []string { return []string{"DLOCK_SET=" + name, "DLOCK_MEMBER=" + l.Name()} },
+				held: func(l *dlock.Lease) string { return "member " + printable(l.Name()) + " of set " + printable(name) },
+			}, argv)
 		},
 	}
 	o.register(cmd)
