@@ -23,7 +23,18 @@ type attrs struct {
 	names bool
 	// known holds, when names are left out, the set of each kind, side,
 	// and outcome or reason, made once, so that a measurement makes none.
-	known map[setKey]metric.MeasurementOption
+	known map[setKey]measure
+}
+
+// measure is an attribute set as the instruments' methods take it.
+type measure struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+func measureOf(set attribute.Set) measure {
+	o := metric.WithAttributeSet(set)
+	return measure{rec: []metric.RecordOption{o}, add: []metric.AddOption{o}}
 }
 
 // setKey is what a metric's attributes are made of when names are left
@@ -46,11 +57,11 @@ func newAttrs(names bool) attrs {
 	for _, r := range []dlock.LostReason{dlock.LostGone, dlock.LostUnreachable, dlock.LostExpired} {
 		extras = append(extras, reasonKey.String(string(r)))
 	}
-	a.known = map[setKey]metric.MeasurementOption{}
+	a.known = map[setKey]measure{}
 	for _, k := range []setKey{{kind: "mutex"}, {kind: "fair"}, {kind: "rw"}, {kind: "rw", shared: true}, {kind: "set"}, {kind: "semaphore"}, {kind: "election"}} {
 		for _, e := range extras {
 			k.extra = e
-			a.known[k] = metric.WithAttributeSet(a.set(dlock.LockInfo{Kind: k.kind, Shared: k.shared}, "", e))
+			a.known[k] = measureOf(a.set(dlock.LockInfo{Kind: k.kind, Shared: k.shared}, "", e))
 		}
 	}
 	return a
@@ -58,11 +69,11 @@ func newAttrs(names bool) attrs {
 
 // of returns the attributes of a measurement for lk (and member, a
 // lease's), with extra unless it is empty.
-func (a *attrs) of(lk dlock.LockInfo, member string, extra attribute.KeyValue) metric.MeasurementOption {
-	if o, ok := a.known[setKey{lk.Kind, lk.Shared, extra}]; ok {
-		return o
+func (a *attrs) of(lk dlock.LockInfo, member string, extra attribute.KeyValue) measure {
+	if m, ok := a.known[setKey{lk.Kind, lk.Shared, extra}]; ok {
+		return m
 	}
-	return metric.WithAttributeSet(a.set(lk, member, extra))
+	return measureOf(a.set(lk, member, extra))
 }
 
 func (a *attrs) set(lk dlock.LockInfo, member string, extra attribute.KeyValue) attribute.Set {

@@ -154,8 +154,7 @@ func newRecorder(cfg config) (*recorder, error) {
 }
 
 func (r *recorder) acquireStart(ctx context.Context, lk dlock.LockInfo) context.Context {
-	ctx, _ = r.tracer.Start(ctx, "dlock.acquire", trace.WithAttributes(spanAttrs(lk, "", 0)...))
-	return ctx
+	return r.start(ctx, "dlock.acquire", lk, "", 0)
 }
 
 func (r *recorder) acquireEnd(ctx context.Context, lk dlock.LockInfo, res dlock.AcquireResult) {
@@ -166,26 +165,24 @@ func (r *recorder) acquireEnd(ctx context.Context, lk dlock.LockInfo, res dlock.
 		}
 		endSpan(span, res.Outcome == dlock.Failed, res.Err)
 	}
-	r.acquire.Record(ctx, res.Wait.Seconds(), r.attrs.of(lk, "", outcomeKey.String(string(res.Outcome))))
+	r.acquire.Record(ctx, res.Wait.Seconds(), r.attrs.of(lk, "", outcomeKey.String(string(res.Outcome))).rec...)
 	if res.Outcome == dlock.Acquired {
-		r.held.Add(ctx, 1, r.attrs.of(lk, res.Lease.Member, attribute.KeyValue{}))
+		r.held.Add(ctx, 1, r.attrs.of(lk, res.Lease.Member, attribute.KeyValue{}).add...)
 	}
 }
 
 func (r *recorder) waitStart(ctx context.Context, lk dlock.LockInfo) context.Context {
-	r.waiters.Add(ctx, 1, r.attrs.of(lk, "", attribute.KeyValue{}))
-	ctx, _ = r.tracer.Start(ctx, "dlock.wait", trace.WithAttributes(spanAttrs(lk, "", 0)...))
-	return ctx
+	r.waiters.Add(ctx, 1, r.attrs.of(lk, "", attribute.KeyValue{}).add...)
+	return r.start(ctx, "dlock.wait", lk, "", 0)
 }
 
 func (r *recorder) waitEnd(ctx context.Context, lk dlock.LockInfo) {
 	trace.SpanFromContext(ctx).End()
-	r.waiters.Add(ctx, -1, r.attrs.of(lk, "", attribute.KeyValue{}))
+	r.waiters.Add(ctx, -1, r.attrs.of(lk, "", attribute.KeyValue{}).add...)
 }
 
 func (r *recorder) releaseStart(ctx context.Context, l dlock.LeaseInfo) context.Context {
-	ctx, _ = r.tracer.Start(ctx, "dlock.release", trace.WithAttributes(spanAttrs(l.LockInfo, l.Member, l.Fence)...))
-	return ctx
+	return r.start(ctx, "dlock.release", l.LockInfo, l.Member, l.Fence)
 }
 
 func (r *recorder) releaseEnd(ctx context.Context, _ dlock.LeaseInfo, err error) {
@@ -195,11 +192,20 @@ func (r *recorder) releaseEnd(ctx context.Context, _ dlock.LeaseInfo, err error)
 // renewStart starts a renewal's span: a child of a Refresh caller's, or a
 // new trace linked to the acquisition's span for an automatic renewal.
 func (r *recorder) renewStart(ctx context.Context, l dlock.LeaseInfo, auto bool) context.Context {
-	opts := []trace.SpanStartOption{trace.WithAttributes(spanAttrs(l.LockInfo, l.Member, l.Fence)...)}
 	if auto {
-		opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.LinkFromContext(ctx)))
+		return r.start(ctx, "dlock.renew", l.LockInfo, l.Member, l.Fence, trace.WithNewRoot(), trace.WithLinks(trace.LinkFromContext(ctx)))
 	}
-	ctx, _ = r.tracer.Start(ctx, "dlock.renew", opts...)
+	return r.start(ctx, "dlock.renew", l.LockInfo, l.Member, l.Fence)
+}
+
+// start starts a span called name for lk and, if known, a lease's member
+// and fence. The attributes are set once the span is known to record, so
+// that a span not sampled costs no attribute.
+func (r *recorder) start(ctx context.Context, name string, lk dlock.LockInfo, member string, fence uint64, opts ...trace.SpanStartOption) context.Context {
+	ctx, span := r.tracer.Start(ctx, name, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(spanAttrs(lk, member, fence)...)
+	}
 	return ctx
 }
 
@@ -209,16 +215,16 @@ func (r *recorder) renewEnd(ctx context.Context, l dlock.LeaseInfo, err error) {
 	failed := err != nil && !errors.Is(err, context.Canceled)
 	endSpan(trace.SpanFromContext(ctx), failed, err)
 	if failed {
-		r.renew.Add(ctx, 1, r.attrs.of(l.LockInfo, l.Member, attribute.KeyValue{}))
+		r.renew.Add(ctx, 1, r.attrs.of(l.LockInfo, l.Member, attribute.KeyValue{}).add...)
 	}
 }
 
 func (r *recorder) leaseEnd(ctx context.Context, l dlock.LeaseInfo, held time.Duration, lost dlock.LostReason) {
 	set := r.attrs.of(l.LockInfo, l.Member, attribute.KeyValue{})
-	r.hold.Record(ctx, held.Seconds(), set)
-	r.held.Add(ctx, -1, set)
+	r.hold.Record(ctx, held.Seconds(), set.rec...)
+	r.held.Add(ctx, -1, set.add...)
 	if lost != "" {
-		r.lost.Add(ctx, 1, r.attrs.of(l.LockInfo, l.Member, reasonKey.String(string(lost))))
+		r.lost.Add(ctx, 1, r.attrs.of(l.LockInfo, l.Member, reasonKey.String(string(lost))).add...)
 	}
 }
 
