@@ -50,6 +50,15 @@
 // ErrNoLeader or ErrUnsupported with errors.Is; bad names and options
 // never panic.
 //
+// # Observability
+//
+// WithHooks sets functions the client calls as its locks work: each
+// acquisition's start and outcome with its wait, waits, releases,
+// renewals, and each lease's end with its hold time and, if lost, why
+// (see Hooks). The module github.com/go-dlock/dlock/dlockotel implements
+// them with OpenTelemetry metrics and spans. Without hooks nothing is
+// called.
+//
 // # Redis
 //
 // Each operation is one Lua script (EVALSHA), one round trip. Expiry,
