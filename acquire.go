@@ -66,6 +66,9 @@ type acquisition struct {
 	handOff time.Duration
 	// shared marks the read side of an RWMutex, for hooks.
 	shared bool
+	// err is a bad argument of this call (or the lock's bad name or
+	// option), returned instead of trying.
+	err error
 }
 
 // info names the lock taken, for hooks.
@@ -114,12 +117,15 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 	start := time.Now()
 	l, err := c.take(ctx, a, block)
 	h.acquireEnd(ctx, a.info(), l, err, time.Since(start))
+	if l != nil {
+		l.hooked.acquired()
+	}
 	return l, err
 }
 
 // take is acquire without hooks.
 func (c *Client) take(ctx context.Context, a *acquisition, block bool) (*Lease, error) {
-	if err := a.lock.err; err != nil {
+	if err := a.err; err != nil {
 		return nil, err
 	}
 	tok, err := token.New()

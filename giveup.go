@@ -48,7 +48,7 @@ func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending
 		if a.lock.cfg.ttl > 0 {
 			lapse = max(a.lock.cfg.ttl, queueLiveness)
 		}
-		c.giveUps.start(a.name, lapse, func(ctx context.Context) error { return a.withdraw(ctx, tok) }, pending, rounds)
+		c.giveUps.start(a.name, lapse, func(ctx context.Context) error { return a.withdraw(ctx, tok) }, pending, rounds, nil)
 	}
 }
 
@@ -76,23 +76,29 @@ func newGiveUps(log *slog.Logger) *giveUps {
 // start runs withdraw (a give-up, or a release that Unlock could not
 // make) in the background rounds times, the last time after pending,
 // retrying it while it fails, until lapse has passed (0: until Close), by
-// when what it withdraws has expired by itself.
-func (g *giveUps) start(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int) {
+// when what it withdraws has expired by itself. If it stops before
+// withdraw succeeded, it calls quit, if set.
+func (g *giveUps) start(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int, quit func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		g.log.Warn("dlock: client closed; what a failed acquisition or unlock may hold lapses with its TTL", "lock", name)
+		if quit != nil {
+			quit()
+		}
 		return
 	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.run(name, lapse, withdraw, pending, rounds)
+		if !g.run(name, lapse, withdraw, pending, rounds) && quit != nil {
+			quit()
+		}
 	}()
 }
 
-// run is start's goroutine.
-func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int) {
+// run is start's goroutine; it reports whether withdraw succeeded.
+func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int) bool {
 	ctx, cancel := g.ctx, context.CancelFunc(func() {})
 	if lapse > 0 {
 		ctx, cancel = context.WithTimeout(g.ctx, lapse)
@@ -116,7 +122,7 @@ func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Co
 		case ctx.Err() != nil || !transient(err):
 			g.log.Warn("dlock: giving up a failed acquisition or unlock did not reach Redis; what it may hold lapses with its TTL",
 				"lock", name, "err", err)
-			return
+			return false
 		}
 		backoff = grow(backoff)
 		select {
@@ -124,6 +130,7 @@ func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Co
 		case <-ctx.Done():
 		}
 	}
+	return true
 }
 
 // close lets running give-ups finish for up to closeGrace, then stops

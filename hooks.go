@@ -13,12 +13,23 @@ import (
 // github.com/go-dlock/dlock/dlockotel implements them with OpenTelemetry
 // metrics and spans. Set them with WithHooks; any field may be nil.
 //
-// Hooks run synchronously in the goroutine doing the work, LeaseEnd and
-// the hooks of automatic renewals in the client's renewal loop: they must
-// be quick, must not block and must not call the client. A context a
-// Start hook returns is the one passed to the matching End hook; an
-// acquisition and a release also run their Redis calls with it, so a span
-// it carries is the parent of go-redis' own.
+// Hooks run synchronously in the goroutine doing the work: the caller's
+// for an acquisition, a release or a Refresh; the client's renewal
+// goroutines for automatic renewals; and LeaseEnd wherever the holding
+// ends: in Unlock, or for a loss in the client's renewal loop, where a
+// slow hook delays the renewals of all the client's leases. They must be
+// quick, must not block and must not call the client. A context a Start
+// hook returns is the one passed to the matching End hook; the Redis
+// calls of an acquisition, a release and a renewal sent alone run with it
+// too (with the renewal's own deadline), so a span it carries is the
+// parent of go-redis' own. A lease keeps the values of its acquisition's
+// context (not its cancellation) for the hooks of its automatic renewals
+// and its end.
+//
+// For each lease, AcquireEnd comes before LeaseEnd. Every AcquireStart is
+// followed by one AcquireEnd, every WaitStart by one WaitEnd, and every
+// lease acquired by one LeaseEnd, unless the lease never expires and its
+// release never gets through (it is then still held in Redis).
 type Hooks struct {
 	// AcquireStart is called when an acquisition starts: TryLock, Lock,
 	// TryRLock, RLock, the MutexSet's and Semaphore's Acquire forms,
@@ -95,19 +106,20 @@ const (
 	// NotAcquired: the lock was taken (a Try form), or the stall timeout
 	// passed.
 	NotAcquired Outcome = "not_acquired"
-	// Canceled: the caller's context ended first.
+	// Canceled: the caller's context ended first; the error tells what
+	// the last try met, if anything (Redis unreachable, say).
 	Canceled Outcome = "canceled"
 	// Failed: any other error, such as Redis unreachable, a refusal, or a
 	// bad argument.
 	Failed Outcome = "error"
 )
 
-// outcome classifies the result of an acquisition under ctx.
-func outcome(ctx context.Context, err error) Outcome {
+// outcome classifies the error of an acquisition.
+func outcome(err error) Outcome {
 	switch {
 	case err == nil:
 		return Acquired
-	case errors.Is(err, ErrNotAcquired) && ctx.Err() != nil:
+	case errors.Is(err, ErrNotAcquired) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return Canceled
 	case errors.Is(err, ErrNotAcquired):
 		return NotAcquired
@@ -141,7 +153,13 @@ type hooked struct {
 	ctx   context.Context
 	info  LeaseInfo
 	since time.Time
-	ended sync.Once // LeaseEnd is called
+	ended sync.Once // the holding ended
+
+	mu sync.Mutex
+	// announced is set once AcquireEnd has been called; early holds an
+	// end that came before, for LeaseEnd after it.
+	announced bool
+	early     func()
 }
 
 func (h *Hooks) acquireStart(ctx context.Context, lk LockInfo) context.Context {
@@ -155,7 +173,7 @@ func (h *Hooks) acquireEnd(ctx context.Context, lk LockInfo, l *Lease, err error
 	if h.AcquireEnd == nil {
 		return
 	}
-	r := AcquireResult{Outcome: outcome(ctx, err), Wait: wait, Err: err}
+	r := AcquireResult{Outcome: outcome(err), Wait: wait, Err: err}
 	if l != nil {
 		r.Lease = l.hooked.info
 	}
@@ -210,8 +228,35 @@ func (o *hooked) renewEnd(ctx context.Context, err error) {
 	o.h.RenewEnd(ctx, o.info, err)
 }
 
-func (o *hooked) leaseEnd(lost LostReason) {
-	if o.h.LeaseEnd != nil {
-		o.h.LeaseEnd(o.ctx, o.info, time.Since(o.since), lost)
+// end calls LeaseEnd, once, for a holding that ended now (lost for
+// reason, or released when reason is ""): at once, or after AcquireEnd if
+// that has not been called yet.
+func (o *hooked) end(reason LostReason) {
+	o.ended.Do(func() {
+		if o.h.LeaseEnd == nil {
+			return
+		}
+		held := time.Since(o.since)
+		call := func() { o.h.LeaseEnd(o.ctx, o.info, held, reason) }
+		o.mu.Lock()
+		if !o.announced {
+			o.early = call
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		call()
+	})
+}
+
+// acquired follows AcquireEnd: an end that came before it is reported
+// now.
+func (o *hooked) acquired() {
+	o.mu.Lock()
+	o.announced = true
+	early := o.early
+	o.mu.Unlock()
+	if early != nil {
+		early()
 	}
 }

@@ -434,3 +434,104 @@ func TestHooksBatchedRenewals(t *testing.T) {
 		t.Errorf("renewal hooks ran for %d leases of %d", len(renewed), n)
 	}
 }
+
+// TestHooksBadArguments checks that a bad argument of one call, not only
+// a bad name, is an acquisition that ends in an error for the hooks.
+func TestHooksBadArguments(t *testing.T) {
+	var log hookLog
+	c, ctx := start(t, dlock.WithHooks(log.hooks()))
+	for what, acquire := range map[string]func() error{
+		"TryAcquire(0)":          func() error { _, err := c.Semaphore("s", 2).TryAcquire(ctx, 0); return err },
+		"Acquire(3) of 2":        func() error { _, err := c.Semaphore("s", 2).Acquire(ctx, 3); return err },
+		"TryAcquireMember(\"\")": func() error { _, err := c.MutexSet("pool").TryAcquireMember(ctx, ""); return err },
+		"AcquireMember(\"\")":    func() error { _, err := c.MutexSet("pool").AcquireMember(ctx, ""); return err },
+	} {
+		if err := acquire(); !errors.Is(err, dlock.ErrInvalid) {
+			t.Fatalf("%s = %v, want ErrInvalid", what, err)
+		}
+		wantHooks(t, what, log.take(), "AcquireStart AcquireEnd:error")
+	}
+}
+
+// TestHooksEndBeforeAcquireEnd loses a lease between its grant and the
+// return of the Lock that waited for it (a WaitEnd hook flushes Redis
+// and lets the renewal find it gone): LeaseEnd still follows AcquireEnd.
+func TestHooksEndBeforeAcquireEnd(t *testing.T) {
+	srv, ctx := serve(t)
+	var log hookLog
+	h := log.hooks()
+	flusher := srv.Client(t)
+	h.WaitEnd = func(ctx context.Context, lk dlock.LockInfo) {
+		log.add(ctx, event{hook: "WaitEnd", lock: lk})
+		if err := flusher.FlushAll(context.Background()).Err(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(400 * time.Millisecond) // the renewal, due in 100ms, finds it gone
+	}
+	c, _, _ := newClient(t, srv, dlock.WithHooks(h))
+	m := c.FairMutex("job", dlock.WithTTL(300*time.Millisecond))
+	held := mustTake(t, ctx, m.TryLock)
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(100 * time.Millisecond)
+	mustUnlock(t, held)
+	l := <-got
+	<-l.Lost()
+	events := log.waitFor(t, "LeaseEnd", time.Second)
+	var order []string
+	for _, e := range events {
+		if (e.hook == "AcquireEnd" || e.hook == "LeaseEnd") && (e.result.Lease.Fence == l.Fence() || e.lease.Fence == l.Fence()) {
+			order = append(order, names([]event{e}))
+		}
+	}
+	if !slices.Equal(order, []string{"AcquireEnd:acquired", "LeaseEnd:gone"}) {
+		t.Errorf("the waiter's lease: %q; want AcquireEnd, then LeaseEnd", order)
+	}
+}
+
+// TestHooksUnconfirmedReleases: a lease whose release never gets through
+// ends as unreachable, one that never expires once its client closes, a
+// Redlock lease released on fewer than a majority at once.
+func TestHooksUnconfirmedReleases(t *testing.T) {
+	t.Run("no expiry", func(t *testing.T) {
+		srv, ctx := serve(t)
+		var log hookLog
+		c, _, _ := newClient(t, srv, dlock.WithHooks(log.hooks()))
+		l := mustTake(t, ctx, c.Mutex("forever", dlock.WithNoExpiry()).TryLock)
+		srv.Pause(t)
+		defer srv.Resume(t)
+		uctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if err := l.Unlock(uctx); err == nil {
+			t.Fatal("Unlock on a paused Redis succeeded")
+		}
+		c.Close()
+		got := log.waitFor(t, "LeaseEnd", 3*time.Second)
+		if e := got[len(got)-1]; e.lost != dlock.LostUnreachable {
+			t.Errorf("LeaseEnd lost %q, want unreachable", e.lost)
+		}
+	})
+	t.Run("redlock", func(t *testing.T) {
+		t.Parallel()
+		var log hookLog
+		c, srvs, _ := newRedlock(t, 3, dlock.WithHooks(log.hooks()))
+		l := mustTake(t, t.Context(), c.Mutex("job").TryLock)
+		for _, s := range srvs[1:] {
+			s.Pause(t)
+			defer s.Resume(t)
+		}
+		uctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		if err := l.Unlock(uctx); !errors.Is(err, dlock.ErrLost) {
+			t.Fatalf("Unlock with 2 of 3 masters paused = %v, want ErrLost", err)
+		}
+		got := log.take()
+		wantHooks(t, "Unlock", got, "AcquireStart AcquireEnd:acquired ReleaseStart LeaseEnd:unreachable ReleaseEnd")
+	})
+}

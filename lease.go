@@ -99,12 +99,28 @@ func (l *Lease) renew(ctx context.Context, ttl time.Duration) error {
 	}
 	auto := watchdog.Automatic(ctx)
 	hctx := l.hooked.renewStart(ctx, auto)
-	if !auto {
-		ctx = hctx // an automatic renewal keeps the watchdog's deadline
+	if auto {
+		ctx = valuesOf{ctx, hctx} // the watchdog's deadline, the hook's values
+	} else {
+		ctx = hctx
 	}
 	err := renewed(l.ops.refresh(ctx, l.token, ttl))
 	l.hooked.renewEnd(hctx, err)
 	return err
+}
+
+// valuesOf is a context that ends as its Context does, with the values
+// of values first.
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesOf) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // lostBy is the reason for a loss the watchdog reports with cause.
@@ -209,9 +225,19 @@ func (l *Lease) unlock(ctx context.Context) error {
 		// report a loss that Unlock itself caused; until the release is
 		// answered, Lost() still closes at the lease's deadline.
 		deadline, l.wdc.TTL = l.wd.Stop()
-		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(LostUnreachable) })
+		// Lost at the deadline: for want of the release's reply, or for
+		// what the watchdog met if the deadline had passed already.
+		reason := LostUnreachable
+		if !time.Now().Before(deadline) {
+			reason = lostBy(l.wd.Lapse())
+		}
+		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(reason) })
 	}
 	ok, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	gone := LostGone
+	if errors.Is(err, errReleaseUnconfirmed) {
+		err, gone = nil, LostUnreachable
+	}
 	if alarm != nil {
 		alarm.Stop()
 	}
@@ -227,7 +253,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrLost, l.name)
 	}
 	if !ok && !retried {
-		l.markLost(LostGone)
+		l.markLost(gone)
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
 	}
 	// After an Unlock that failed while the lease was held, a release that
@@ -245,15 +271,27 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 	lapse := time.Duration(0)
 	if l.wd != nil {
 		l.wdc.Auto = false
-		// What it misses then is the release's confirmation.
-		l.wdc.OnLost = func(error) { l.markLost(LostUnreachable) }
+		// What it misses then, but for a Refresh finding the lease gone,
+		// is the release's confirmation.
+		l.wdc.OnLost = func(cause error) {
+			if r := lostBy(cause); r == LostGone {
+				l.markLost(r)
+				return
+			}
+			l.markLost(LostUnreachable)
+		}
 		l.wd = l.loop.Start(l.wdc, deadline)
 		// Redis keeps the lease no longer than the TTL last set.
 		lapse = l.wdc.TTL
 	}
 	if !l.releasing {
 		l.releasing = true
-		l.giveUps.start(l.name, lapse, l.releaseLate, nil, 1)
+		var quit func()
+		if l.wd == nil {
+			// Nothing else ends a lease that never expires.
+			quit = func() { l.ended(LostUnreachable) }
+		}
+		l.giveUps.start(l.name, lapse, l.releaseLate, nil, 1, quit)
 	}
 }
 
@@ -263,7 +301,7 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 // held when Unlock was called, or Lost() would have closed).
 func (l *Lease) releaseLate(ctx context.Context) error {
 	_, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-	if err != nil {
+	if err != nil && !errors.Is(err, errReleaseUnconfirmed) {
 		return err
 	}
 	l.mu.Lock()
@@ -312,10 +350,10 @@ func (l *Lease) markLost(reason LostReason) {
 	l.ended(reason)
 }
 
-// ended calls the LeaseEnd hook, once per lease: lost for reason, or
-// released when reason is "".
+// ended reports the end of the lease's holding to its hooks, if any, once:
+// lost for reason, or released when reason is "".
 func (l *Lease) ended(reason LostReason) {
 	if l.hooked != nil {
-		l.hooked.ended.Do(func() { l.hooked.leaseEnd(reason) })
+		l.hooked.end(reason)
 	}
 }

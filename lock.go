@@ -110,5 +110,5 @@ func (l *lock) fail(op string, err error) error {
 // acquisition starts describing how to take the lock; the primitive adds
 // its try, its leases and its give-up.
 func (l *lock) acquisition(channel string) *acquisition {
-	return &acquisition{lock: l, what: l.kind.String(), name: l.name, channel: channel}
+	return &acquisition{lock: l, what: l.kind.String(), name: l.name, channel: channel, err: l.err}
 }

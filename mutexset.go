@@ -153,10 +153,7 @@ func (s *MutexSet) Acquire(ctx context.Context) (*Lease, error) {
 // ErrNoMember if it is not in the set (or was removed while held); either
 // way it changes nothing.
 func (s *MutexSet) TryAcquireMember(ctx context.Context, member string) (*Lease, error) {
-	if err := s.checkMember(member); err != nil {
-		return nil, err
-	}
-	return s.c.acquire(ctx, s.acquisition(member, false), false)
+	return s.c.acquire(ctx, s.named(member, false), false)
 }
 
 // AcquireMember takes the named member, waiting while it is held: until it
@@ -165,10 +162,7 @@ func (s *MutexSet) TryAcquireMember(ctx context.Context, member string) (*Lease,
 // removed while waiting. Otherwise it ends as Acquire does, leaving the set
 // unchanged.
 func (s *MutexSet) AcquireMember(ctx context.Context, member string) (*Lease, error) {
-	if err := s.checkMember(member); err != nil {
-		return nil, err
-	}
-	return s.c.acquire(ctx, s.acquisition(member, true), true)
+	return s.c.acquire(ctx, s.named(member, true), true)
 }
 
 // Do acquires any member as Acquire does, runs fn with it, and releases
@@ -263,6 +257,15 @@ func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 		a.what = fmt.Sprintf("member of mutex set %q", s.name)
 		a.name = member
 		a.channel = s.keys.MemberChannel(member)
+	}
+	return a
+}
+
+// named describes taking member by name: a bad name is the call's error.
+func (s *MutexSet) named(member string, block bool) *acquisition {
+	a := s.acquisition(member, block)
+	if err := s.checkMember(member); err != nil {
+		a.err = err
 	}
 	return a
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -343,10 +344,15 @@ func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 	}
 	ok, err := tally(replies)
 	if err != nil && some {
-		return false, nil
+		return false, errReleaseUnconfirmed
 	}
 	return ok, err
 }
+
+// errReleaseUnconfirmed is what a release returns along with false when
+// it was made on some nodes but not confirmed by a majority: the lease is
+// lost, for want of replies rather than because Redis said it was gone.
+var errReleaseUnconfirmed = errors.New("released on fewer than a majority of the masters")
 
 // client is nil: fan-outs return by ctx's end by themselves.
 func (l *redlockLease) client() redis.UniversalClient { return nil }

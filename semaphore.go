@@ -74,9 +74,6 @@ func (c *Client) semaphore(name string, size int64, opts []LockOption) *Semaphor
 // round trip. Otherwise it returns ErrNotAcquired and changes nothing. n
 // below 1 or above the size is ErrInvalid.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Lease, error) {
-	if err := s.check(n); err != nil {
-		return nil, err
-	}
 	return s.c.acquire(ctx, s.acquisition(n, false), false)
 }
 
@@ -87,9 +84,6 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Lease, error) {
 // long); either way it has left the queue, and the waiters it held back
 // go on. n below 1 or above the size is ErrInvalid.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Lease, error) {
-	if err := s.check(n); err != nil {
-		return nil, err
-	}
 	return s.c.acquire(ctx, s.acquisition(n, true), true)
 }
 
@@ -161,6 +155,7 @@ func (s *Semaphore) check(n int64) error {
 // waiters in the same script (see grant_waiters in lua/lib/permits.lua).
 func (s *Semaphore) acquisition(n int64, block bool) *acquisition {
 	a := s.lock.acquisition(s.keys.Channel())
+	a.err = s.check(n)
 	a.queued(block, func(tok string, join int) scriptCall {
 		return scriptCall{semAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, n, s.size,
 			join, millis(queueLiveness), s.c.hub.PublishCommand(), s.keys.Channel()}}

@@ -47,8 +47,9 @@ type waiting struct {
 	// script tells: a hand-off came after it (see handedOver).
 	refused   time.Time
 	refusedAt int64
-	// waitCtx is, once the caller waits and the client has hooks, the
-	// context WaitStart returned.
+	// waiting is set once the caller waits and the client has hooks;
+	// waitCtx is then the context WaitStart returned.
+	waiting bool
 	waitCtx context.Context
 }
 
@@ -65,8 +66,8 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 		if l != nil {
 			return l, nil
 		}
-		if err == nil && s.waitCtx == nil && s.c.hooks != nil {
-			s.waitCtx = s.c.hooks.waitStart(ctx, s.a.info())
+		if err == nil && !s.waiting && s.c.hooks != nil {
+			s.waiting, s.waitCtx = true, s.c.hooks.waitStart(ctx, s.a.info())
 		}
 		if err == nil && s.w == nil {
 			var subscribed bool
@@ -306,7 +307,7 @@ func (s *waiting) quit(ctx context.Context, err error) error {
 }
 
 func (s *waiting) close() {
-	if s.waitCtx != nil {
+	if s.waiting {
 		s.c.hooks.waitEnd(s.waitCtx, s.a.info())
 	}
 	if s.w != nil {

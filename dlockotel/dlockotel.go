@@ -158,13 +158,14 @@ func (r *recorder) acquireStart(ctx context.Context, lk dlock.LockInfo) context.
 }
 
 func (r *recorder) acquireEnd(ctx context.Context, lk dlock.LockInfo, res dlock.AcquireResult) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
 		span.SetAttributes(outcomeKey.String(string(res.Outcome)))
 		if res.Outcome == dlock.Acquired {
 			span.SetAttributes(leaseAttrs(res.Lease.Member, res.Lease.Fence)...)
 		}
-		endSpan(span, res.Outcome == dlock.Failed, res.Err)
 	}
+	endSpan(span, res.Outcome == dlock.Failed, res.Err)
 	r.acquire.Record(ctx, res.Wait.Seconds(), r.attrs.of(lk, "", outcomeKey.String(string(res.Outcome))).rec...)
 	if res.Outcome == dlock.Acquired {
 		r.held.Add(ctx, 1, r.attrs.of(lk, res.Lease.Member, attribute.KeyValue{}).add...)

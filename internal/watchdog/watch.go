@@ -201,6 +201,7 @@ func (s *state) end(w *watch) {
 		return
 	}
 	heap.Remove(&s.watches, w.index)
+	w.d.lapse = w.expiry()
 	if r := w.inflight; r != nil {
 		w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
 		if r.reply != nil {

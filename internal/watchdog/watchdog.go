@@ -91,9 +91,10 @@ type Watchdog struct {
 	stop chan struct{}
 	once sync.Once
 	done chan struct{}
-	// deadline and ttl are valid once done is closed.
+	// deadline, ttl and lapse are valid once done is closed.
 	deadline time.Time
 	ttl      time.Duration
+	lapse    error
 }
 
 // defaultLoop runs the watchdogs started by Start and StartRenewing.
@@ -146,6 +147,13 @@ func (d *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	})
 	<-d.done
 	return d.deadline, d.ttl
+}
+
+// Lapse returns, once the watch has ended, the cause a loss at the
+// deadline it reached would have had: ErrUnconfirmed or ErrExpired.
+func (d *Watchdog) Lapse() error {
+	<-d.done
+	return d.lapse
 }
 
 // lost calls OnLost with cause unless Stop was called.
