@@ -113,10 +113,11 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, block bool) (*Leas
 	if h == nil {
 		return c.take(ctx, a, block)
 	}
-	ctx = h.acquireStart(ctx, a.info())
+	lk := a.info()
+	ctx = h.acquireStart(ctx, lk)
 	start := time.Now()
 	l, err := c.take(ctx, a, block)
-	h.acquireEnd(ctx, a.info(), l, err, time.Since(start))
+	h.acquireEnd(ctx, lk, l, err, time.Since(start))
 	if l != nil {
 		l.hooked.acquired()
 	}

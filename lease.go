@@ -75,8 +75,8 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		Gone:   func(err error) bool { return errors.Is(err, errGone) },
 		OnLost: func(cause error) { l.markLost(lostBy(cause)) },
 	}
-	if b, ok := ops.(batchable); ok && c.batch != nil {
-		l.wdc.Batch, l.wdc.Lease = c.batch, leaseRenewal{ops: b, token: token, hooked: hk}
+	if _, ok := ops.(batchable); ok && c.batch != nil {
+		l.wdc.Batch, l.wdc.Lease = c.batch, l
 	}
 	deadline := watchdog.Deadline(sent, held)
 	if d, ok := ops.(drifter); ok {

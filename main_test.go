@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,6 +140,22 @@ func start(t *testing.T, opts ...dlock.Option) (*dlock.Client, context.Context) 
 	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv, opts...)
 	return c, ctx
+}
+
+// together runs f(0) to f(n-1) in goroutines of their own and returns
+// their errors, joined, once all have returned.
+func together(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // mustTake gives the lease acquire takes, or fails t at once.

@@ -29,16 +29,9 @@ func renewed(ok bool, err error) error {
 
 // renewBatch sends the automatic renewals of a client's leases that are
 // due together (see watchdog.Batch) in one pipeline: one round trip per
-// shard. Its leases are leaseRenewals.
+// shard. Its leases are *Lease, whose ops are batchable.
 type renewBatch struct {
 	rdb redis.UniversalClient
-}
-
-// leaseRenewal is a lease as its renewBatch sees it.
-type leaseRenewal struct {
-	ops    batchable
-	token  string
-	hooked *hooked // nil: no hooks
 }
 
 // Renew sends the renewals in one batch (see sendAll) and reads each
@@ -47,8 +40,8 @@ func (b *renewBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
 	calls := make([]scriptCall, len(rs))
 	var hctx []context.Context // for the leases' RenewEnd, if hooked
 	for i, r := range rs {
-		l := r.Lease.(leaseRenewal)
-		calls[i] = l.ops.renewal(l.token, r.TTL)
+		l := r.Lease.(*Lease)
+		calls[i] = l.ops.(batchable).renewal(l.token, r.TTL)
 		if l.hooked != nil {
 			if hctx == nil {
 				hctx = make([]context.Context, len(rs))
@@ -59,7 +52,7 @@ func (b *renewBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
 	errs := make([]error, len(rs))
 	for i, cmd := range sendAll(ctx, b.rdb, calls) {
 		errs[i] = renewed(cmd.Bool())
-		if l := rs[i].Lease.(leaseRenewal); l.hooked != nil {
+		if l := rs[i].Lease.(*Lease); l.hooked != nil {
 			l.hooked.renewEnd(hctx[i], errs[i])
 		}
 	}

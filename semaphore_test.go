@@ -111,18 +111,11 @@ func semContention(t *testing.T, ctx context.Context, c *dlock.Client, name stri
 	defer cancel()
 	var mu sync.Mutex
 	var fences []uint64
-	errs := make([]error, 8)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := c.Semaphore(name, 3, dlock.WithTTL(5*time.Second))
-			errs[i] = contendPermits(cctx, s, slots, i, func(f uint64) { mu.Lock(); fences = append(fences, f); mu.Unlock() })
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := together(8, func(i int) error {
+		s := c.Semaphore(name, 3, dlock.WithTTL(5*time.Second))
+		return contendPermits(cctx, s, slots, i, func(f uint64) { mu.Lock(); fences = append(fences, f); mu.Unlock() })
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(fences) < 8 || slots.most.Load() < 2 {
@@ -143,18 +136,14 @@ func TestSemaphoreExclusion(t *testing.T) {
 		slots := &permitSlots{dir: t.TempDir(), size: 3}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		errs := make([]error, 6)
-		var wg sync.WaitGroup
-		for i := range errs {
-			c, _, _ := newClient(t, srv)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = contendPermits(cctx, c.Semaphore("each", 3), slots, i, func(uint64) {})
-			}()
+		clients := make([]*dlock.Client, 6)
+		for i := range clients {
+			clients[i], _, _ = newClient(t, srv)
 		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		err := together(len(clients), func(i int) error {
+			return contendPermits(cctx, clients[i].Semaphore("each", 3), slots, i, func(uint64) {})
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if slots.most.Load() < 2 {
@@ -203,19 +192,12 @@ func semContendHelper() int {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	slots := &permitSlots{dir: os.Getenv("DLOCK_TEST_DIR"), size: 3}
-	errs := make([]error, 4)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = contendPermits(ctx, c.Semaphore("shared", 3, dlock.WithTTL(5*time.Second)), slots, i, func(f uint64) {
-				fmt.Fprintf(log, "%d\n", f)
-			})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = together(4, func(i int) error {
+		return contendPermits(ctx, c.Semaphore("shared", 3, dlock.WithTTL(5*time.Second)), slots, i, func(f uint64) {
+			fmt.Fprintf(log, "%d\n", f)
+		})
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

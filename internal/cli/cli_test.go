@@ -301,6 +301,23 @@ func TestStatusListUnlock(t *testing.T) {
 	}
 }
 
+// spawnAll runs n dlock commands at once, the i-th with args(i), and
+// returns their exit statuses and outputs.
+func spawnAll(t *testing.T, srv *redistest.Server, n int, args func(i int) []string) ([]int, [][]byte) {
+	codes, outs := make([]int, n), make([][]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := spawn(t, srv, args(i)...).CombinedOutput()
+			codes[i], outs[i] = exitOf(err), out
+		}()
+	}
+	wg.Wait()
+	return codes, outs
+}
+
 // TestSetRun: 6 concurrent jobs on a set of 3: at most 3 at once, each
 // member used by one job at a time (a marker file per member).
 func TestSetRun(t *testing.T) {
@@ -316,18 +333,7 @@ n=$(ls "$1" | wc -l); [ "$n" -le 3 ] || exit 98
 echo "$DLOCK_MEMBER" >> "$1.log"
 sleep 0.2
 rm "$1/$DLOCK_MEMBER"`
-	var wg sync.WaitGroup
-	codes := make([]int, 6)
-	outs := make([][]byte, 6)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := spawn(t, srv, "set", "run", "devs", "--", "sh", "-c", script, "sh", dir).CombinedOutput()
-			codes[i], outs[i] = exitOf(err), out
-		}()
-	}
-	wg.Wait()
+	codes, outs := spawnAll(t, srv, 6, func(int) []string { return []string{"set", "run", "devs", "--", "sh", "-c", script, "sh", dir} })
 	for i, code := range codes {
 		if code != 0 {
 			t.Errorf("job %d exited %d (99: member held twice, 98: over 3 at once): %s", i, code, outs[i])
@@ -365,22 +371,12 @@ done
 echo "$DLOCK_NAME $DLOCK_PERMITS $DLOCK_FENCE" >> "$1.log"
 sleep 0.2
 rm $mine`
-	var wg sync.WaitGroup
-	codes := make([]int, 6)
-	outs := make([][]byte, 6)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			args := []string{"sem", "run", "jobs", "--size", "3", "--permits", fmt.Sprint(1 + i%2), "--", "sh", "-c", script, "sh", dir}
-			if i%3 == 0 { // flags before the name, too
-				args = []string{"sem", "run", "--size", "3", "--permits", fmt.Sprint(1 + i%2), "jobs", "--", "sh", "-c", script, "sh", dir}
-			}
-			out, err := spawn(t, srv, args...).CombinedOutput()
-			codes[i], outs[i] = exitOf(err), out
-		}()
-	}
-	wg.Wait()
+	codes, outs := spawnAll(t, srv, 6, func(i int) []string {
+		if i%3 == 0 { // flags before the name, too
+			return []string{"sem", "run", "--size", "3", "--permits", fmt.Sprint(1 + i%2), "jobs", "--", "sh", "-c", script, "sh", dir}
+		}
+		return []string{"sem", "run", "jobs", "--size", "3", "--permits", fmt.Sprint(1 + i%2), "--", "sh", "-c", script, "sh", dir}
+	})
 	for i, code := range codes {
 		if code != 0 {
 			t.Errorf("job %d exited %d (98: over 3 permits at once): %s", i, code, outs[i])
