@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -380,25 +378,5 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 // commands the benchmarks send: EVALSHA, and SET for the floor. The
 // commands that scripts run are inside their script's time.
 func commandMicros(b *testing.B, rdb *redis.Client) int64 {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total int64
-	for line := range strings.Lines(info) {
-		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if name != "cmdstat_evalsha" && name != "cmdstat_set" {
-			continue
-		}
-		for field := range strings.SplitSeq(stats, ",") {
-			if v, ok := strings.CutPrefix(field, "usec="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				total += n
-			}
-		}
-	}
-	return total
+	return redistest.CommandMicros(b, rdb, "evalsha", "set")
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // scriptCall is one run of a script: which, on which keys, with which
-// arguments; sent alone (run) or in a pipeline with others (sendAll).
+// arguments; sent alone (run) or in a batch with others (sendAll).
 type scriptCall struct {
 	s    *redis.Script
 	keys []string
@@ -19,12 +19,42 @@ func (c scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
 	return c.s.Run(ctx, rdb, c.keys, c.args...)
 }
 
-// sendAll sends calls as EVALSHA in one pipeline, which go-redis splits
-// by shard on a Cluster (one round trip per shard), and returns their
-// commands, each with its own reply or error. Those whose script Redis
-// lacks (after a restart, or the first time) go again in a second
-// pipeline once the scripts are loaded.
+// sendAll sends calls in one pipeline, which go-redis splits by shard on
+// a Cluster (one round trip per shard), as the fewest script runs (see
+// merge), and returns their commands, each with its own reply or error.
+// The calls of a batched run that Redis refused (see split) go again
+// alone in a second pipeline.
 func sendAll(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
+	wires := merge(ctx, rdb, calls)
+	runs := make([]scriptCall, len(wires))
+	for i, w := range wires {
+		runs[i] = w.call
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	var refused []int
+	for i, cmd := range sendEach(ctx, rdb, runs) {
+		if w := wires[i]; w.parts == nil {
+			cmds[w.one] = cmd
+		} else {
+			refused = append(refused, split(cmd, w.parts, cmds)...)
+		}
+	}
+	if len(refused) > 0 {
+		alone := make([]scriptCall, len(refused))
+		for j, i := range refused {
+			alone[j] = calls[i]
+		}
+		for j, cmd := range sendEach(ctx, rdb, alone) {
+			cmds[refused[j]] = cmd
+		}
+	}
+	return cmds
+}
+
+// sendEach sends calls as EVALSHA in one pipeline and returns their
+// commands. Those whose script Redis lacks (after a restart, or the first
+// time) go again in a second pipeline that loads it (see resend).
+func sendEach(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
 	cmds := pipeline(ctx, rdb, calls)
 	var missing []int
 	for i, cmd := range cmds {
@@ -49,21 +79,30 @@ func pipeline(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall
 	return cmds
 }
 
-// resend loads the scripts of the calls at missing, which Redis lacked,
-// and sends those calls again in one pipeline, replacing their commands.
+// resend sends the calls at missing again, whose script Redis lacked, in
+// one pipeline, replacing their commands: the first call of each script
+// on each node as EVAL, which leaves the script with Redis for the
+// EVALSHA of the others. (A call whose node is not known goes as EVAL.)
 func resend(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, cmds []*redis.Cmd, missing []int) {
-	again := make([]scriptCall, len(missing))
-	loaded := map[*redis.Script]bool{}
+	type loaded struct {
+		s    *redis.Script
+		node *redis.Client
+	}
+	sent := map[loaded]bool{}
+	pipe := rdb.Pipeline()
+	again := make([]*redis.Cmd, len(missing))
 	for j, i := range missing {
-		again[j] = calls[i]
-		if s := calls[i].s; !loaded[s] {
-			loaded[s] = true
-			if err := s.Load(ctx, rdb).Err(); err != nil {
-				return // the first replies stand: NOSCRIPT
-			}
+		c := calls[i]
+		node, known := nodeOf(ctx, rdb, c.keys)
+		if k := (loaded{c.s, node}); known && sent[k] {
+			again[j] = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
+		} else {
+			sent[k] = true
+			again[j] = c.s.Eval(ctx, pipe, c.keys, c.args...)
 		}
 	}
-	for j, cmd := range pipeline(ctx, rdb, again) {
-		cmds[missing[j]] = cmd
+	_, _ = pipe.Exec(ctx)
+	for j, i := range missing {
+		cmds[i] = again[j]
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // Join modes of the try scripts of queued waiters (queue_acquire,
-// rw_lock, set_acquire, sem_acquire): a TryLock does not join the queue, a waiter
-// joins it, and a waiter's heartbeat only renews the place it has.
+// rw_lock, set_acquire, sem_acquire): a TryLock does not join the queue,
+// a waiter joins it, and a waiter's heartbeat only renews the place it
+// has (all but queue_acquire, whose waiters' heartbeat is queue_beat).
 const (
 	joinNever = 0
 	joinQueue = 1
@@ -19,12 +20,14 @@ const (
 
 // heartbeats keeps the places of a client's waiters alive in their
 // queues. Every queueHeartbeat it sends one batch (see sendAll) with the
-// heartbeat of each waiter: one round trip per shard, however many wait.
-// A heartbeat is the waiter's try in joinBeat mode: it renews the place
-// and touches nothing else, so one that arrives late, after its waiter
-// took the lock or left, changes nothing. Its reply, a refused try's, goes
-// to the waiter (see waiting.beaten). The goroutine that sends the
-// batches runs while the client has waiters.
+// heartbeat of each waiter: one round trip per shard, however many wait,
+// and one script run per hundred waiters (see merge). A heartbeat renews
+// the waiter's place and touches nothing else, so one that arrives late,
+// after its waiter took the lock or left, changes nothing: queue_beat for
+// a Mutex, FairMutex or Election, the waiter's try in joinBeat mode for
+// the others. Its reply, a refused try's, goes to the waiter (see
+// waiting.beaten). The goroutine that sends the batches runs while the
+// client has waiters.
 type heartbeats struct {
 	rdb    redis.UniversalClient
 	period time.Duration
@@ -36,7 +39,7 @@ type heartbeats struct {
 
 // beat is one waiter's heartbeat.
 type beat struct {
-	call  scriptCall // the try in joinBeat mode
+	call  scriptCall // queue_beat, or the waiter's try in joinBeat mode
 	parse func([]any, error) (attempt, error)
 	c     chan beatReply // the latest reply the waiter has not read
 }

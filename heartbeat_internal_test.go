@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -56,5 +58,47 @@ func TestHeartbeatLeavesTheLeaseAlone(t *testing.T) {
 				t.Errorf("TTL %v after the heartbeat; want the minute Refresh set", st.TTL)
 			}
 		})
+	}
+}
+
+// When a lock is free (its holder's lease ran out) and the first waiter
+// is dead, one batch of heartbeats prunes it: the next waiter is told to
+// try, the one after it to wait for that one, not to try too.
+func TestHeartbeatPrunesTheDeadAheadOfAFreeLock(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	c, holders := New(rdb), New(srv.Client(t))
+	t.Cleanup(func() { c.Close(); holders.Close() })
+	if _, err := holders.Mutex("beat-dead", WithTTL(time.Minute)).TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := c.queued(kindMutex, "beat-dead", nil)
+	owner, queue, alive := q.kl[0], q.kl[2], q.kl[3]
+	var beats []scriptCall
+	for _, tok := range []string{"dead", "next", "last"} {
+		a := q.acquisition(true, "")
+		if r, err := a.try(ctx, tok); err != nil || r.ok {
+			t.Fatalf("try of %s = %+v, %v; want queued", tok, r, err)
+		}
+		beats = append(beats, a.beat(tok))
+	}
+	if err := rdb.ZAdd(ctx, alive, redis.Z{Score: 1, Member: "dead"}).Err(); err != nil { // its deadline long past
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, owner).Err(); err != nil { // the holder's lease ran out
+		t.Fatal(err)
+	}
+	cmds := sendAll(ctx, rdb, beats[1:])
+	next, err := parseAttempt(cmds[0].Slice())
+	if err != nil || next.wait != 0 {
+		t.Errorf("heartbeat of the first live waiter = %+v, %v; want to try now", next, err)
+	}
+	last, err := parseAttempt(cmds[1].Slice())
+	if err != nil || last.wait <= 0 || last.holder != 0 {
+		t.Errorf("heartbeat of the waiter behind it = %+v, %v; want to wait for it", last, err)
+	}
+	if rdb.ZScore(ctx, queue, "dead").Err() != redis.Nil {
+		t.Error("the dead waiter is still queued")
 	}
 }

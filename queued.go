@@ -69,6 +69,9 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 func (q *queued) acquisition(wait bool, meta string) *acquisition {
 	a := q.lock.acquisition(q.keys.Channel())
 	a.queued(wait, func(tok string, join int) scriptCall {
+		if join == joinBeat {
+			return scriptCall{queueBeat, q.kl, []any{tok, millis(queueLiveness)}}
+		}
 		return scriptCall{queueAcquire, q.kl, append([]any{tok, millis(q.cfg.ttl), meta, join,
 			millis(queueLiveness), q.starve().Microseconds()}, q.announce...)}
 	}, parseAttempt)

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,20 +62,27 @@ func holdMany(t *testing.T, ctx context.Context, c *dlock.Client, n int, ttl tim
 // stay held.
 func TestManyLeasesRenewTogetherAndLoseAlone(t *testing.T) {
 	srv, ctx := serve(t)
-	c, _, cnt := newClient(t, srv)
+	var renewed atomic.Int64
+	c, _, cnt := newClient(t, srv, dlock.WithHooks(dlock.Hooks{
+		RenewEnd: func(_ context.Context, _ dlock.LeaseInfo, err error) {
+			if err == nil {
+				renewed.Add(1)
+			}
+		},
+	}))
 	const perKind, ttl = 250, 1500 * time.Millisecond
 	leases := holdMany(t, ctx, c, perKind, ttl)
 
 	// Round trips while holding, once the first renewals (which load
 	// the scripts) are done.
 	time.Sleep(ttl / 2)
-	trips, cmds := cnt.trips.Load(), cnt.Load()
+	trips, cmds, renewals := cnt.trips.Load(), cnt.Load(), renewed.Load()
 
 	const period = 3 * time.Second
 	time.Sleep(period)
-	trips, cmds = cnt.trips.Load()-trips, cnt.Load()-cmds
-	perLease := float64(cmds) / float64(len(leases))
-	t.Logf("%d leases for %v: %d round trips, %d commands (%.1f renewals per lease)", len(leases), period, trips, cmds, perLease)
+	trips, cmds, renewals = cnt.trips.Load()-trips, cnt.Load()-cmds, renewed.Load()-renewals
+	perLease := float64(renewals) / float64(len(leases))
+	t.Logf("%d leases for %v: %d round trips, %d commands, %d renewals (%.1f per lease)", len(leases), period, trips, cmds, renewals, perLease)
 	// Renewed every TTL/6 to TTL/3, in one round trip per batch: at most
 	// one per TTL/6, against one per lease per TTL/3 alone (6,000).
 	if max := int64(period/(ttl/6)) + 2; trips > max {
@@ -82,6 +90,11 @@ func TestManyLeasesRenewTogetherAndLoseAlone(t *testing.T) {
 	}
 	if min := float64(period/(ttl/3)) - 1; perLease < min {
 		t.Errorf("%.1f renewals per lease in %v; want at least %.0f (one per TTL/3)", perLease, period, min)
+	}
+	// Per round of renewals, the 500 owner keys (Mutex, FairMutex) go a
+	// hundred to a script run; read shares and set members go alone.
+	if perRound, want := float64(cmds)/perLease, float64(2*perKind+10); perRound > want {
+		t.Errorf("%.0f commands per round of renewals; want at most %.0f (the owner keys' in runs of a hundred)", perRound, want)
 	}
 
 	// Take every tenth lease away.

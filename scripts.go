@@ -18,9 +18,10 @@ var scriptFS, _ = fs.Sub(scriptFiles, "lua")
 var lua = script.MustLibrary(scriptFS)
 
 var (
-	ownerRefresh = lua.MustLoad("owner_refresh.lua")
+	ownerRefresh = loadBatched("owner_refresh.lua", "owner_refreshes.lua")
 	forceUnlock  = lua.MustLoad("force_unlock.lua")
 	queueAcquire = lua.MustLoad("queue_acquire.lua")
+	queueBeat    = loadBatched("queue_beat.lua", "queue_beats.lua")
 	queueRelease = lua.MustLoad("queue_release.lua")
 	queueLeave   = lua.MustLoad("queue_leave.lua")
 	queueStatus  = lua.MustLoad("queue_status.lua")

@@ -12,9 +12,8 @@
 -- ARGV[1]  token
 -- ARGV[2]  lease TTL in ms; 0 = the lease never expires
 -- ARGV[3]  metadata
--- ARGV[4]  1 to join the queue when not granted (Lock), 0 not to (TryLock),
---          2 for a waiter's heartbeat: renew its place, take nothing (see
---          try_now)
+-- ARGV[4]  1 to join the queue when not granted (Lock), 0 not to
+--          (TryLock); a queued waiter's heartbeat is queue_beat.lua
 -- ARGV[5]  waiter liveness timeout in ms
 -- ARGV[6]  starve_us: how long the first waiter may wait before newcomers
 --          must queue behind it; 0 = at once (FairMutex)
@@ -27,8 +26,7 @@
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (0 when free but another waiter is
 --           first), server time in µs (a hand-off to this token dated
---           before it was void by now)};
---          a heartbeat never takes the lock: it replies try_now instead.
+--           before it was void by now)}.
 local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 
 -- announce_taken is the reply of a try that took the lock with fence,
@@ -42,35 +40,24 @@ local function announce_taken(fence)
   return {1, fence}
 end
 
-local beat = join == '2'
+-- The common case, nobody waiting: one SET NX takes a free lock.
 local head, order = first_waiter(KEYS[3])
 local now = now_us()
-local fence, holder, mine
-if beat then
-  holder, mine = peek_owner(KEYS[1], tok)
-else
-  -- The common case, nobody waiting: one SET NX takes a free lock.
-  fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head)
-end
-if mine then
-  return try_now(now) -- handed to the waiter
-elseif fence then
+local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head)
+if fence then
   return announce_taken(fence)
 end
 local now_ms = math.floor(now / 1000)
 head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
-local free = not holder and may_take(head, order, tok, now, tonumber(ARGV[6]))
-if free and beat then
-  return try_now(now)
-elseif free then
+if not holder and may_take(head, order, tok, now, tonumber(ARGV[6])) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
     drop_waiters(KEYS[3], KEYS[4], KEYS[5], {tok})
   end
   return announce_taken(take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now))
 end
-if join ~= '0' and not join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]), beat) then
-  return try_now(now) -- a heartbeat of a waiter dropped from the queue
+if join == '1' then
+  join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
 end
 if holder then
   return {0, redis.call('PTTL', KEYS[1]), holder.fence, now}

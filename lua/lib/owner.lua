@@ -21,12 +21,37 @@ local function owns(owner, tok)
   return v ~= false and string.sub(v, 1, #tok + 1) == tok .. ' '
 end
 
--- peek_owner reads the holder of the owner key (parsed; nil when free)
--- and whether it is tok, changing nothing: a waiter's heartbeat must not
--- touch a lease, not even one handed to its own token.
+-- refresh_owner extends the lease tok holds on the owner key to ttl_ms
+-- and returns 1, or returns 0 when tok does not hold it (nothing changes).
+-- With publish and channel (an Election's) a lease brought nearer its end
+-- is announced on channel by "leader": those who follow the holder wake
+-- when it would run out, and must learn the new time.
+local function refresh_owner(owner, tok, ttl_ms, publish, channel)
+  if not owns(owner, tok) then
+    return 0
+  end
+  local sooner = false
+  if channel then
+    local left = redis.call('PTTL', owner) -- -1: it never expired
+    sooner = left == -1 or left > ttl_ms
+  end
+  redis.call('PEXPIRE', owner, ttl_ms)
+  if sooner then
+    redis.pcall(publish, channel, 'leader') -- extended: never fail on it
+  end
+  return 1
+end
+
+-- peek_owner reads the holder of the owner key ({tok, fence}; nil when
+-- free) and whether it is tok, changing nothing: a waiter's heartbeat
+-- must not touch a lease, not even one handed to its own token.
 local function peek_owner(owner, tok)
-  local holder = owner_of(redis.call('GET', owner))
-  return holder, holder ~= nil and holder.tok == tok
+  local v = redis.call('GET', owner)
+  if not v then
+    return nil, false
+  end
+  local holder, fence = string.match(v, '^(%S+) (%d+) ')
+  return {tok = holder, fence = tonumber(fence)}, holder == tok
 end
 
 -- owner_value is the owner key's value for the lease tok, taken at now

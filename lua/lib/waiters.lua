@@ -58,15 +58,17 @@ end
 
 -- hand_off_ms returns how long what is let go at now (µs) is kept for tok,
 -- the first live waiter for it (arrived at order), once handed to it: the
--- ms left to the waiter's liveness deadline. While a newcomer may still
--- barge in (see barging) it wakes the waiter by "<token>" on channel (sent
--- with publish) to try instead, and returns nil.
+-- ms left to the waiter's liveness deadline (at least 1: when more dead
+-- waiters lie ahead than one prune takes, tok may be one of them). While
+-- a newcomer may still barge in (see barging) it wakes the waiter by
+-- "<token>" on channel (sent with publish) to try instead, and returns
+-- nil.
 local function hand_off_ms(alive, tok, order, now, publish, channel, starve_us)
   if barging(order, now, starve_us) then
     redis.call(publish, channel, tok)
     return nil
   end
-  return tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000)
+  return math.max(1, tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000))
 end
 
 -- join_queue puts tok at the end of queue unless it is there already,
@@ -74,12 +76,12 @@ end
 -- its heartbeat. The queue's keys live as long as a waiter heartbeats, no
 -- longer. Arrival order is the server clock (µs), strictly rising. When
 -- keep_only is set (a heartbeat, see try_now) it only renews the place of
--- a tok already queued. It returns whether tok is queued.
+-- a tok already queued (see keep_place). It returns whether tok is queued.
 local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_only)
+  if keep_only then
+    return keep_place(queue, alive, wmeta, tok, math.floor(now / 1000), live_ms)
+  end
   if not redis.call('ZSCORE', queue, tok) then
-    if keep_only then
-      return false
-    end
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
     local order = now
     if last then
@@ -89,16 +91,72 @@ local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_onl
     redis.call('HSET', wmeta, tok, meta)
   end
   redis.call('ZADD', alive, math.floor(now / 1000) + live_ms, tok)
-  redis.call('PEXPIRE', queue, 2 * live_ms)
-  redis.call('PEXPIRE', alive, 2 * live_ms)
-  redis.call('PEXPIRE', wmeta, 2 * live_ms)
+  expire_waiters(queue, alive, wmeta, live_ms)
   return true
 end
 
--- try_now is the reply of a waiter's heartbeat (a try script asked only
--- to renew the waiter's place, never to take the lock or join the queue)
--- when a try would do more: the lock is free for the waiter to take, was
--- handed to it, or it is queued no more. It reads as a refusal whose
+-- keep_place renews the liveness deadline of tok to now_ms + live_ms, if
+-- tok is queued (in alive as in queue: they change together), and returns
+-- whether it is: a waiter's heartbeat. The queue's keys are made to
+-- outlive the new deadline only when they would not, so that most
+-- heartbeats write one key, not four.
+local function keep_place(queue, alive, wmeta, tok, now_ms, live_ms)
+  -- CH counts a score changed; 0 when tok is absent, or renewed this ms.
+  if redis.call('ZADD', alive, 'XX', 'CH', now_ms + live_ms, tok) == 0 and not redis.call('ZSCORE', alive, tok) then
+    return false
+  end
+  if redis.call('PTTL', alive) < live_ms then
+    expire_waiters(queue, alive, wmeta, live_ms)
+  end
+  return true
+end
+
+-- expire_waiters makes the three keys of a queue live 2 * live_ms: past
+-- the liveness deadline of every waiter in it.
+local function expire_waiters(queue, alive, wmeta, live_ms)
+  redis.call('PEXPIRE', queue, 2 * live_ms)
+  redis.call('PEXPIRE', alive, 2 * live_ms)
+  redis.call('PEXPIRE', wmeta, 2 * live_ms)
+end
+
+-- beat_queue is the heartbeat of tok, a waiter queued for the lock whose
+-- owner key and queue keys are given, at now (µs): it renews the waiter's
+-- place (see keep_place) and tells it when to try unasked, as a refused
+-- try would (the holder's lease now runs out then: a holder that keeps
+-- renewing wakes no waiter). It takes nothing and touches no lease, so
+-- one that arrives late (sent in a batch before its waiter took the lock
+-- or left) changes nothing, but pruning the dead ahead of a free lock.
+-- When a try would do more (the lock was handed to tok, or is free for
+-- it, or tok is queued no more) it replies try_now, and the waiter tries.
+local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
+  local now_ms = math.floor(now / 1000)
+  local holder, mine = peek_owner(owner, tok)
+  if mine then
+    return try_now(now)
+  end
+  local wait, fence = nil, 0
+  if holder then
+    fence = holder.fence
+  else
+    -- Free: once the dead ahead are pruned, the first waiter takes the
+    -- lock, or is pruned at its liveness deadline.
+    local head, order = first_waiter(queue)
+    head = live_first(queue, alive, wmeta, head, order, now_ms)
+    wait = head and head ~= tok and tonumber(redis.call('ZSCORE', alive, head) or '0') - now_ms
+    if not wait or wait <= 0 then
+      return try_now(now)
+    end
+  end
+  if not keep_place(queue, alive, wmeta, tok, now_ms, live_ms) then
+    return try_now(now)
+  end
+  return {0, wait or redis.call('PTTL', owner), fence, now}
+end
+
+-- try_now is the reply of a waiter's heartbeat (beat_queue, or a try
+-- script asked only to renew the waiter's place, never to take the lock
+-- or join the queue) when a try would do more: the lock is free for the
+-- waiter to take, was handed to it, or it is queued no more. It reads as a refusal whose
 -- wait is over at once, from an unknown holder.
 local function try_now(now)
   return {0, 0, 0, now}

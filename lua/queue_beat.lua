@@ -1,0 +1,10 @@
+-- queue_beat.lua: the heartbeat of a waiter queued for a Mutex, FairMutex
+-- or Election (see beat_queue). Batched form: queue_beats.lua.
+-- KEYS     as queue_acquire.lua's: [1] owner key, [2] last fence (unused),
+--          [3] queue, [4] liveness, [5] waiter metadata
+-- ARGV[1]  the waiter's token
+-- ARGV[2]  waiter liveness timeout in ms
+-- Returns  {0, ms the holder's lease has left (-1: no expiry), the
+--          holder's fence, server time in µs}, or try_now's {0, 0, 0,
+--          server time in µs}
+return beat_queue(KEYS[1], KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_us())

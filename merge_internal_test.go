@@ -1,0 +1,266 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// scriptRuns counts the scripts a client runs, and the keys they name.
+type scriptRuns struct{ runs, keys atomic.Int64 }
+
+func (h *scriptRuns) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptRuns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *scriptRuns) count(cmd redis.Cmder) {
+	if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		h.runs.Add(1)
+		n, _ := cmd.Args()[2].(int)
+		h.keys.Add(int64(n))
+	}
+}
+
+// renewals are n calls of owner_refresh on keys named prefix0..prefixN,
+// each renewing token "tok<i>" to ttl.
+func renewals(prefix string, n int, ttl time.Duration) []scriptCall {
+	calls := make([]scriptCall, n)
+	for i := range calls {
+		calls[i] = owner{key: fmt.Sprint(prefix, i)}.renewal(fmt.Sprint("tok", i), ttl)
+	}
+	return calls
+}
+
+// A batch of renewals goes as runs of the batched script, at most
+// mergeMax calls each, and every call gets the reply it would have had
+// alone: extended, not the holder's, or its own Redis error, which stops
+// none of the others.
+func TestMergedCallsReplyEachAsAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb, runs := srv.Client(t), &scriptRuns{}
+	rdb.AddHook(runs)
+	const n = 2*mergeMax + 5
+	calls := renewals("owner/", n, time.Minute)
+	for i := range n {
+		switch i % 3 {
+		case 0: // held by its token
+			rdb.Set(ctx, fmt.Sprint("owner/", i), fmt.Sprintf("tok%d 7 0  meta", i), time.Second)
+		case 1: // held by another
+			rdb.Set(ctx, fmt.Sprint("owner/", i), "other 7 0  meta", time.Second)
+		case 2: // not a string: Redis refuses the GET
+			rdb.RPush(ctx, fmt.Sprint("owner/", i), "x")
+		}
+	}
+	cmds := sendAll(ctx, rdb, calls)
+	if got := runs.runs.Load(); got != 3 && got != 6 { // 6: the scripts loaded first
+		t.Errorf("%d calls went as %d script runs, want 3 (at most %d calls a run)", n, got, mergeMax)
+	}
+	for i, cmd := range cmds {
+		ok, err := cmd.Bool()
+		key := fmt.Sprint("owner/", i)
+		switch i % 3 {
+		case 0:
+			if !ok || err != nil {
+				t.Fatalf("call %d (held) = %v, %v; want extended", i, ok, err)
+			}
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl < 50*time.Second {
+				t.Fatalf("%s has TTL %v after its renewal, want about 1m", key, ttl)
+			}
+		case 1:
+			if ok || err != nil {
+				t.Fatalf("call %d (another's) = %v, %v; want not extended", i, ok, err)
+			}
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl > time.Second {
+				t.Fatalf("%s (another's) has TTL %v, want it unchanged", key, ttl)
+			}
+		case 2:
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("call %d (a list) = %v, %v; want its WRONGTYPE error", i, ok, err)
+			}
+		}
+	}
+}
+
+// A batched run that Redis refused as a whole (it ran none of its calls)
+// sends them all alone.
+func TestMergedRunRefusedGoesAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	refused := srv.Client(t).Do(context.Background(), "NO-SUCH-COMMAND").Err()
+	var rerr redis.Error
+	if !errors.As(refused, &rerr) {
+		t.Fatalf("an unknown command gave %v, want Redis' error", refused)
+	}
+	parts := []int{0, 1, 2}
+	if alone := split(redis.NewCmdResult(nil, refused), parts, make([]*redis.Cmd, 3)); len(alone) != 3 {
+		t.Errorf("a refused run sends %v alone, want all of %v", alone, parts)
+	}
+}
+
+// Out of memory, batched renewals still extend (PEXPIRE takes no
+// memory), and each batched heartbeat, whose ZADD Redis refuses, gets
+// Redis' OOM error as it would alone; the runs after it in the pipeline
+// are read whole.
+func TestMergedRunsOutOfMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	const n = 2*mergeMax + 5
+	renewals, _, beats := heldAndWaiting(t, srv, "oom", n)
+	sendAll(ctx, rdb, append(renewals[:1:1], beats[0])) // loads the scripts
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	for i, cmd := range sendAll(ctx, rdb, renewals) {
+		if ok, err := cmd.Bool(); !ok || err != nil {
+			t.Fatalf("renewal %d out of memory = %v, %v; want extended", i, ok, err)
+		}
+	}
+	for i, cmd := range sendAll(ctx, rdb, beats) {
+		var rerr redis.Error
+		if err := cmd.Err(); !errors.As(err, &rerr) || !strings.HasPrefix(err.Error(), "OOM") {
+			t.Fatalf("heartbeat %d out of memory = %v; want Redis' OOM error", i, err)
+		}
+	}
+}
+
+// On a Cluster a batch goes as one run per master (keys of many slots
+// each) and every call is answered.
+func TestMergedRunsOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb, runs := cl.Client(t), &scriptRuns{}
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs) })
+	const n = 60
+	calls := renewals("cl/", n, time.Minute)
+	for i := range n {
+		if err := rdb.Set(ctx, fmt.Sprint("cl/", i), fmt.Sprintf("tok%d 1 0  ", i), time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs.runs.Store(0)
+	sendAll(ctx, rdb, calls) // loads the script on every master
+	runs.runs.Store(0)
+	for i, cmd := range sendAll(ctx, rdb, calls) {
+		if ok, err := cmd.Bool(); !ok || err != nil {
+			t.Fatalf("renewal %d = %v, %v; want extended", i, ok, err)
+		}
+		if ttl := rdb.PTTL(ctx, fmt.Sprint("cl/", i)).Val(); ttl < 50*time.Second {
+			t.Fatalf("cl/%d has TTL %v after its renewal, want about 1m", i, ttl)
+		}
+	}
+	if got := runs.runs.Load(); got != 3 {
+		t.Errorf("%d renewals on 3 masters went as %d script runs, want 3", n, got)
+	}
+}
+
+// A call in a batched run whose key lies on another node than the run
+// (its slot moved after the batch was grouped) fails alone with Redis'
+// "non local key" error, and split sends it alone, while the run's other
+// calls are answered.
+func TestMergedCallOnAnotherNodeGoesAlone(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb := cl.Client(t)
+	calls := renewals("moved/", 12, time.Minute)
+	first, err := rdb.MasterForKey(ctx, calls[0].keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]int, len(calls))
+	elsewhere := map[int]bool{}
+	for i, c := range calls {
+		parts[i] = i
+		rdb.Set(ctx, c.keys[0], fmt.Sprintf("tok%d 1 0  ", i), time.Second)
+		if node, err := rdb.MasterForKey(ctx, c.keys[0]); err != nil || node != first {
+			elsewhere[i] = true
+		}
+	}
+	if len(elsewhere) == 0 || len(elsewhere) == len(calls) {
+		t.Fatalf("%d of %d keys on other nodes: want some", len(elsewhere), len(calls))
+	}
+	w := batchWire(batchOf[ownerRefresh], calls, parts)
+	cmds := make([]*redis.Cmd, len(calls))
+	alone := split(sendEach(ctx, rdb, []scriptCall{w.call})[0], w.parts, cmds)
+	if len(alone) != len(elsewhere) {
+		t.Errorf("split sends %v alone, want the %d calls on other nodes", alone, len(elsewhere))
+	}
+	for _, i := range alone {
+		if !elsewhere[i] {
+			t.Errorf("call %d is on the run's node, but goes alone", i)
+		}
+	}
+	for i, cmd := range cmds {
+		if ok, err := cmd.Bool(); !elsewhere[i] && (!ok || err != nil) {
+			t.Errorf("renewal %d on the run's node = %v, %v; want extended", i, ok, err)
+		}
+	}
+}
+
+// Every batched form loads on Redis (its flags included).
+func TestBatchedScriptsLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	if len(batchOf) == 0 {
+		t.Fatal("no script is sent in batches")
+	}
+	for s, batched := range batchOf {
+		if err := batched.Load(context.Background(), rdb).Err(); err != nil {
+			t.Errorf("the batched form of %s does not load: %v", s.Hash(), err)
+		}
+	}
+}
+
+// heldAndWaiting takes n Mutex leases on a client of srv and queues a
+// waiter of that client on each of n Mutexes another client holds (with
+// no expiry), and returns the calls that renew the leases, the waiters'
+// tries (joining the queue they are in: what a heartbeat was before it
+// had a script of its own) and their heartbeats.
+func heldAndWaiting(tb testing.TB, srv *redistest.Server, prefix string, n int) (renewals, tries, beats []scriptCall) {
+	tb.Helper()
+	ctx := context.Background()
+	c, holders := New(srv.Client(tb)), New(srv.Client(tb))
+	tb.Cleanup(func() { c.Close(); holders.Close() })
+	for i := range n {
+		l, err := c.Mutex(fmt.Sprintf("%s-held/%d", prefix, i), WithTTL(time.Minute)).TryLock(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		renewals = append(renewals, l.ops.(batchable).renewal(l.token, time.Minute))
+		name, tok := fmt.Sprintf("%s-wait/%d", prefix, i), fmt.Sprint("waiter-", i)
+		if _, err := holders.Mutex(name, WithNoExpiry()).TryLock(ctx); err != nil {
+			tb.Fatal(err)
+		}
+		q := c.queued(kindMutex, name, nil)
+		a := q.acquisition(true, "")
+		if r, err := a.try(ctx, tok); err != nil || r.ok {
+			tb.Fatalf("try of %s = %+v, %v; want queued", tok, r, err)
+		}
+		tries = append(tries, scriptCall{queueAcquire, q.kl, []any{tok, millis(time.Minute), "", joinQueue, millis(queueLiveness), q.starve().Microseconds()}})
+		beats = append(beats, a.beat(tok))
+	}
+	return renewals, tries, beats
+}
