@@ -245,7 +245,10 @@ func TestSpans(t *testing.T) {
 	s := newSDK(t)
 	c, _ := s.client(t)
 	ctx, request := s.tracer.Tracer("test").Start(t.Context(), "request")
-	m := c.Mutex("jobs", dlock.WithTTL(300*time.Millisecond))
+	// A TTL that the 250ms below covers an automatic renewal of (at
+	// TTL/6 to TTL/3), and that a lease handed to the waiter (counted
+	// from its refused try, at the start) outlives under load.
+	m := c.Mutex("jobs", dlock.WithTTL(600*time.Millisecond))
 
 	held, err := m.TryLock(ctx)
 	if err != nil {
