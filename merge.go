@@ -94,7 +94,11 @@ func batchWire(batched *redis.Script, calls []scriptCall, parts []int) wire {
 	if len(parts) == 1 {
 		return wire{call: calls[parts[0]], one: parts[0]}
 	}
-	run := scriptCall{s: batched, keys: calls[parts[0]].keys[:1]}
+	size := 0
+	for _, i := range parts {
+		size += 2 + len(calls[i].keys) + len(calls[i].args)
+	}
+	run := scriptCall{s: batched, keys: calls[parts[0]].keys[:1], args: make([]any, 0, size)}
 	for _, i := range parts {
 		c := calls[i]
 		run.args = append(run.args, len(c.keys), len(c.args))

@@ -48,6 +48,15 @@ func dl(t *testing.T, srv *redistest.Server, args ...string) (int, string, strin
 	return cli.ExitCode(err), out.String(), errb.String()
 }
 
+// library starts a Redis and a library Client on it, both closed with t.
+func library(t *testing.T) (*redistest.Server, *dlock.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	c := dlock.New(srv.Client(t))
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
 // spawn starts the dlock binary against srv.
 func spawn(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
 	t.Helper()

@@ -94,9 +94,7 @@ func TestElectRunsCommandAsLeader(t *testing.T) {
 // leader and status show the library's leadership.
 func TestElectWhileLed(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	l := campaign(t, c, "busy", "lib")
 	if code, _, errOut := dl(t, srv, "elect", "-n", "busy", "--", "true"); code != cli.ExitConflict || !strings.Contains(errOut, "not obtained") {
 		t.Errorf("elect -n while led: exit %d, stderr %q; want 1 and a message", code, errOut)
@@ -262,9 +260,7 @@ func (w *watcher) next() string {
 // and exit 0 on SIGTERM.
 func TestLeaderWatch(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	w := watch(t, srv, "--json", "w")
 	if ld := parseLeader(t, w.next()); ld != (leaderLine{Name: "w"}) {
 		t.Errorf("first line with nobody leading: %+v", ld)
@@ -311,9 +307,7 @@ func TestLeaderWatch(t *testing.T) {
 // command runs; elect stops it and exits 75.
 func TestElectLostLeadership(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	cmd := spawn(t, srv, "elect", "--ttl", "1s", "--kill-after", "500ms", "doomed", "--", "sleep", "30")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -120,9 +119,7 @@ while time.time()-t<1.5: time.sleep(0.01)
 
 // The status table counts a Mutex's queued waiters.
 func TestStatusTableMutexWaiters(t *testing.T) {
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	ctx := context.Background()
 	l, err := c.Mutex("q").Lock(ctx)
 	if err != nil {
@@ -142,9 +139,7 @@ func TestStatusTableMutexWaiters(t *testing.T) {
 }
 
 func TestStatusTableRWWriters(t *testing.T) {
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	ctx := context.Background()
 	r, err := c.RWMutex("rw").RLock(ctx)
 	if err != nil {
@@ -163,9 +158,7 @@ func TestStatusTableRWWriters(t *testing.T) {
 }
 
 func TestStatusTableSetWaiters(t *testing.T) {
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	ctx := context.Background()
 	s := c.MutexSet("pool")
 	if err := s.Add(ctx, "only"); err != nil {

@@ -38,9 +38,7 @@ func inOrder(t *testing.T, what, text string, patterns ...string) {
 // release; without -v a run that succeeds leaves stderr empty.
 func TestVerboseRunLogsEachStep(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	held, err := c.Mutex("job").Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +82,7 @@ func TestVerboseRunLogsEachStep(t *testing.T) {
 // commands say where they connect.
 func TestVerboseNamesTheLock(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	if _, err := c.Mutex("busy", dlock.WithTTL(time.Minute)).Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -236,9 +232,7 @@ func TestVerboseSignal(t *testing.T) {
 // reports, and that it stopped.
 func TestVerboseLeaderWatch(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := dlock.New(srv.Client(t))
-	defer c.Close()
+	srv, c := library(t)
 	w := watch(t, srv, "-v", "vw")
 	if line := w.next(); line != "nobody leads election vw" {
 		t.Errorf("first line: %q", line)
