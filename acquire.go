@@ -162,7 +162,7 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 // run is one try, returning by ctx's end; pending, when not nil, closes
 // once the abandoned request has finished.
 func (a *acquisition) run(ctx context.Context, tok string) (r attempt, pending <-chan struct{}, err error) {
-	return boundedTracked(ctx, a.lock.c.rdb, func(ctx context.Context) (attempt, error) { return a.try(ctx, tok) })
+	return boundedTracked(ctx, a.lock.c, func(ctx context.Context) (attempt, error) { return a.try(ctx, tok) })
 }
 
 // failed wraps an error that ended an acquisition. When ctx ended, both

@@ -7,16 +7,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// bounded runs op, an exchange with rdb, and returns its result, or ctx's
-// error as soon as ctx ends. go-redis waits for a reply until its own
-// ReadTimeout (3s by default) unless the client was built with
+// bounded runs op, an exchange with c's Redis, and returns its result, or
+// ctx's error as soon as ctx ends. go-redis waits for a reply until its
+// own ReadTimeout (3s by default) unless the client was built with
 // ContextTimeoutEnabled, which dlock does not control; every public call
 // goes through here so that it returns by its ctx deadline whatever the
-// client's options. Unless rdb honours ctx by itself (see selfBounded), op
-// runs on a goroutine of its own, and an abandoned op finishes in the
-// background.
-func bounded[T any](ctx context.Context, rdb redis.UniversalClient, op func(context.Context) (T, error)) (T, error) {
-	v, _, err := boundedTracked(ctx, rdb, op)
+// client's options. Unless the client honours ctx by itself (see
+// selfBounded), op runs on one of c's workers, and an abandoned op
+// finishes in the background.
+func bounded[T any](ctx context.Context, c *Client, op func(context.Context) (T, error)) (T, error) {
+	v, _, err := boundedTracked(ctx, c, op)
 	return v, err
 }
 
@@ -24,30 +24,32 @@ func bounded[T any](ctx context.Context, rdb redis.UniversalClient, op func(cont
 // with when they are abandoned (an acquire that Redis may still apply):
 // finished, when not nil, closes once the abandoned op has returned, after
 // which go-redis has sent all it will send for it.
-func boundedTracked[T any](ctx context.Context, rdb redis.UniversalClient, op func(context.Context) (T, error)) (v T, finished <-chan struct{}, err error) {
-	if selfBounded(ctx, rdb) {
+func boundedTracked[T any](ctx context.Context, c *Client, op func(context.Context) (T, error)) (v T, finished <-chan struct{}, err error) {
+	if selfBounded(ctx, c.rdb) {
 		v, err = op(ctx)
 		return v, nil, err
 	}
-	return untilDone(ctx, op, nil)
+	return untilDone(ctx, c.work, op, nil)
 }
 
-// untilDone runs op on a goroutine of its own and returns its result, or
-// ctx's error as soon as ctx ends. finished, when not nil, closes once the
-// abandoned op has returned; discard, if set, is then given what it
-// returned, for a result that must be undone (a registered waiter).
-func untilDone[T any](ctx context.Context, op func(context.Context) (T, error), discard func(T)) (v T, finished <-chan struct{}, err error) {
+// untilDone runs op on one of w's workers (on a goroutine of its own if w
+// is nil) and returns its result, or ctx's error as soon as ctx ends.
+// finished, when not nil, closes once the abandoned op has returned; it is
+// nil when ctx ended before op started, which then never runs. discard,
+// if set, is given what an abandoned op returned, for a result that must
+// be undone (a registered waiter).
+func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) (T, error), discard func(T)) (v T, finished <-chan struct{}, err error) {
 	type result struct {
 		v   T
 		err error
 	}
 	out := make(chan result, 1)
 	done := make(chan struct{})
-	// Whoever moves state from pending first decides: op's goroutine
+	// Whoever moves state from pending first decides: op's worker
 	// delivers the result, or the caller abandons it.
 	const pending, delivered, abandoned = 0, 1, 2
 	var state atomic.Int32
-	go func() {
+	started := w.start(ctx, func() {
 		defer close(done)
 		v, err := op(ctx)
 		if state.CompareAndSwap(pending, delivered) {
@@ -55,7 +57,11 @@ func untilDone[T any](ctx context.Context, op func(context.Context) (T, error), 
 		} else if discard != nil {
 			discard(v)
 		}
-	}()
+	})
+	if !started {
+		var zero T
+		return zero, nil, ctx.Err()
+	}
 	select {
 	case r := <-out:
 		return r.v, nil, r.err
@@ -70,12 +76,12 @@ func untilDone[T any](ctx context.Context, op func(context.Context) (T, error), 
 }
 
 // selfBounded reports whether an exchange with rdb returns by ctx's
-// deadline without help, sparing the goroutine that bounded otherwise
-// costs (some 20µs a call on a 2-core machine): ctx never ends; or it has
-// a deadline and rdb was built with ContextTimeoutEnabled, so go-redis
-// dials, writes, reads and backs off within that deadline (a ctx cancelled
-// before its deadline is then noticed at the deadline, not at once). A nil
-// rdb is an op that bounds itself: a Redlock fan-out.
+// deadline without help, sparing the hand-over to a worker that bounded
+// otherwise costs: ctx never ends; or it has a deadline and rdb was built
+// with ContextTimeoutEnabled, so go-redis dials, writes, reads and backs
+// off within that deadline (a ctx cancelled before its deadline is then
+// noticed at the deadline, not at once). A nil rdb (a Redlock client's)
+// is one whose ops bound themselves: fan-outs.
 func selfBounded(ctx context.Context, rdb redis.UniversalClient) bool {
 	if ctx.Done() == nil || rdb == nil {
 		return true
@@ -92,8 +98,8 @@ func selfBounded(ctx context.Context, rdb redis.UniversalClient) bool {
 	return false
 }
 
-// eval runs script s through bounded and reads its reply with read:
-// (*redis.Cmd).Slice, (*redis.Cmd).Int...
-func eval[T any](ctx context.Context, rdb redis.UniversalClient, s *redis.Script, read func(*redis.Cmd) (T, error), keys []string, args ...any) (T, error) {
-	return bounded(ctx, rdb, func(ctx context.Context) (T, error) { return read(s.Run(ctx, rdb, keys, args...)) })
+// eval runs script s on c's Redis through bounded and reads its reply
+// with read: (*redis.Cmd).Slice, (*redis.Cmd).Int...
+func eval[T any](ctx context.Context, c *Client, s *redis.Script, read func(*redis.Cmd) (T, error), keys []string, args ...any) (T, error) {
+	return bounded(ctx, c, func(ctx context.Context) (T, error) { return read(s.Run(ctx, c.rdb, keys, args...)) })
 }

@@ -27,6 +27,7 @@ type Client struct {
 	err    error    // a bad option or argument, returned by every call
 
 	giveUps *giveUps // withdrawals of failed acquisitions still running
+	work    *workers // run the calls their callers may abandon (see bounded)
 
 	// renewals watches and renews every lease of the client, from one
 	// goroutine; batch sends the automatic renewals due together, one
@@ -60,7 +61,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // newClient is the part of a Client that does not depend on the
 // deployment.
 func newClient(cfg clientConfig) *Client {
-	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), renewals: watchdog.NewLoop(),
+	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), work: newWorkers(), renewals: watchdog.NewLoop(),
 		follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks}
 }
 
@@ -79,6 +80,7 @@ func newClientConfig(opts []Option) clientConfig {
 // with its TTL. It leaves the Redis client open.
 func (c *Client) Close() error {
 	c.giveUps.close()
+	c.work.close()
 	var errs []error
 	if c.hub != nil {
 		errs = append(errs, c.hub.Close())

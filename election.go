@@ -157,7 +157,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if l.released || l.releasing || l.isLost() {
 		return fmt.Errorf("%w: no longer leader of election %q", ErrLost, l.name)
 	}
-	ok, err := bounded(ctx, e.c.rdb, func(ctx context.Context) (bool, error) {
+	ok, err := bounded(ctx, e.c, func(ctx context.Context) (bool, error) {
 		return e.run(ctx, electProclaim, l.token, leaderMeta(value, e.cfg.metadata), e.c.hub.PublishCommand(), e.keys.Channel()).Bool()
 	})
 	switch {

@@ -54,7 +54,7 @@ func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending
 
 // withdraw is one attempt of a's leave for tok, returning by ctx's end.
 func (a *acquisition) withdraw(ctx context.Context, tok string) error {
-	_, err := bounded(ctx, a.lock.c.rdb, func(ctx context.Context) (struct{}, error) { return struct{}{}, a.leave(ctx, tok) })
+	_, err := bounded(ctx, a.lock.c, func(ctx context.Context) (struct{}, error) { return struct{}{}, a.leave(ctx, tok) })
 	return err
 }
 

@@ -117,7 +117,7 @@ func (h *heartbeats) send(beats []*beat) {
 		calls[i] = b.call
 	}
 	sent := time.Now()
-	cmds, _, err := untilDone(ctx, func(ctx context.Context) ([]*redis.Cmd, error) {
+	cmds, _, err := untilDone(ctx, nil, func(ctx context.Context) ([]*redis.Cmd, error) {
 		return sendAll(ctx, h.rdb, calls), nil
 	}, nil)
 	for i, b := range beats {

@@ -103,7 +103,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 		}
 		return it.Err()
 	}
-	_, err := bounded(ctx, c.rdb, func(ctx context.Context) (struct{}, error) {
+	_, err := bounded(ctx, c, func(ctx context.Context) (struct{}, error) {
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			return struct{}{}, cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
 		}
@@ -166,7 +166,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 			expect = strconv.FormatUint(st.Fence, 10)
 		}
 		args := append([]any{c.hub.PublishCommand(), expect}, anys(chans)...)
-		n, err := eval(ctx, c.rdb, forceUnlock, (*redis.Cmd).Int, ks, args...)
+		n, err := eval(ctx, c, forceUnlock, (*redis.Cmd).Int, ks, args...)
 		if err != nil {
 			return freed, fmt.Errorf("dlock: force unlock %s %q: %w", st.Kind, name, err)
 		}
@@ -216,7 +216,7 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 		if !ms.Held {
 			return ms, nil
 		}
-		ok, err := bounded(ctx, s.c.rdb, func(ctx context.Context) (bool, error) {
+		ok, err := bounded(ctx, s.c, func(ctx context.Context) (bool, error) {
 			tok, err := s.c.rdb.HGet(ctx, s.kl[3], member).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return false, err

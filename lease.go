@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/go-dlock/dlock/internal/watchdog"
 )
 
@@ -22,15 +20,15 @@ type Lease struct {
 	ttl   time.Duration // 0: never expires
 	wdc   watchdog.Config
 	wd    *watchdog.Watchdog // nil when the lease never expires
-	loop  *watchdog.Loop     // the client's, which runs wd
+	// c is the client that issued the lease: its renewals run wd, its
+	// workers the lease's calls, its give-ups a release that Unlock could
+	// not make.
+	c *Client
 
 	lost     chan struct{}
 	lostOnce sync.Once
 	// hooked, when the client has hooks, calls them for the lease.
 	hooked *hooked
-
-	// giveUps releases in the background a lease whose Unlock failed.
-	giveUps *giveUps
 
 	mu       sync.Mutex // serialises Refresh and Unlock
 	released bool
@@ -48,9 +46,6 @@ type leaseOps interface {
 	release(ctx context.Context, token string) (bool, error)
 	// held reports whether the token holds the lease.
 	held(ctx context.Context, token string) (bool, error)
-	// client is the Redis the operations run on, for bounded; nil when
-	// they return by ctx's end by themselves (Redlock).
-	client() redis.UniversalClient
 }
 
 // errGone is what a renewal returns to the watchdog when Redis says the
@@ -64,7 +59,7 @@ var errGone = errors.New("lease gone")
 //
 // hk, if not nil, calls the client's hooks for the lease.
 func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration, hk *hooked) *Lease {
-	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), giveUps: c.giveUps, loop: c.renewals, hooked: hk}
+	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), c: c, hooked: hk}
 	if cfg.ttl == 0 {
 		return l
 	}
@@ -84,9 +79,9 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		deadline = deadline.Add(-d.drift(held))
 	}
 	if held < cfg.ttl {
-		l.wd = l.loop.StartRenewing(l.wdc, deadline)
+		l.wd = l.c.renewals.StartRenewing(l.wdc, deadline)
 	} else {
-		l.wd = l.loop.Start(l.wdc, deadline)
+		l.wd = l.c.renewals.Start(l.wdc, deadline)
 	}
 	return l
 }
@@ -233,7 +228,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 		}
 		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(reason) })
 	}
-	ok, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
 	gone := LostGone
 	if errors.Is(err, errReleaseUnconfirmed) {
 		err, gone = nil, LostUnreachable
@@ -280,7 +275,7 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 			}
 			l.markLost(LostUnreachable)
 		}
-		l.wd = l.loop.Start(l.wdc, deadline)
+		l.wd = l.c.renewals.Start(l.wdc, deadline)
 		// Redis keeps the lease no longer than the TTL last set.
 		lapse = l.wdc.TTL
 	}
@@ -291,7 +286,7 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 			// Nothing else ends a lease that never expires.
 			quit = func() { l.ended(LostUnreachable) }
 		}
-		l.giveUps.start(l.name, lapse, l.releaseLate, nil, 1, quit)
+		l.c.giveUps.start(l.name, lapse, l.releaseLate, nil, 1, quit)
 	}
 }
 
@@ -300,7 +295,7 @@ func (l *Lease) releaseInBackground(deadline time.Time) {
 // now, or found gone because an earlier attempt got through (the lease was
 // held when Unlock was called, or Lost() would have closed).
 func (l *Lease) releaseLate(ctx context.Context) error {
-	_, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	_, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
 	if err != nil && !errors.Is(err, errReleaseUnconfirmed) {
 		return err
 	}
@@ -318,7 +313,7 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 
 // Held asks Redis whether the lease still holds the lock.
 func (l *Lease) Held(ctx context.Context) (bool, error) {
-	ok, err := bounded(ctx, l.ops.client(), func(ctx context.Context) (bool, error) { return l.ops.held(ctx, l.token) })
+	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.held(ctx, l.token) })
 	if err != nil {
 		return false, fmt.Errorf("dlock: held %q: %w", l.name, explain(err))
 	}

@@ -54,16 +54,17 @@ func (l hubListener) subscribe(ctx context.Context, channel, tok string) (waiter
 	return w, nil
 }
 
-// subscribeBounded is l.subscribe returning by ctx's end: the hub may
-// wait for a dial or for another subscription's command on go-redis'
-// own timeouts. A waiter registered after ctx ended is closed, so that no
-// release announcement is spent on it.
-func subscribeBounded(ctx context.Context, l listener, channel, tok string) (waiter, error) {
+// subscribeBounded is c's listener's subscribe returning by ctx's end,
+// run on one of c's workers: the hub may wait for a dial or for another
+// subscription's command on go-redis' own timeouts. A waiter registered
+// after ctx ended is closed, so that no release announcement is spent on
+// it.
+func subscribeBounded(ctx context.Context, c *Client, channel, tok string) (waiter, error) {
 	if ctx.Done() == nil {
-		return l.subscribe(ctx, channel, tok)
+		return c.listen.subscribe(ctx, channel, tok)
 	}
-	subscribe := func(ctx context.Context) (waiter, error) { return l.subscribe(ctx, channel, tok) }
-	w, _, err := untilDone(ctx, subscribe, func(w waiter) {
+	subscribe := func(ctx context.Context) (waiter, error) { return c.listen.subscribe(ctx, channel, tok) }
+	w, _, err := untilDone(ctx, c.work, subscribe, func(w waiter) {
 		if w != nil {
 			w.Close()
 		}

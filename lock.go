@@ -81,7 +81,7 @@ func (l *lock) eval(ctx context.Context, op string, s *redis.Script, args ...any
 	if l.err != nil {
 		return nil, l.err
 	}
-	v, err := eval(ctx, l.c.rdb, s, (*redis.Cmd).Result, l.kl, args...)
+	v, err := eval(ctx, l.c, s, (*redis.Cmd).Result, l.kl, args...)
 	if err != nil {
 		return nil, l.fail(op, err)
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/go-dlock/dlock/internal/keys"
 )
 
@@ -371,8 +369,6 @@ func (m setMember) release(ctx context.Context, tok string) (bool, error) {
 	return m.s.run(ctx, setRelease, tok, m.member,
 		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), mutexStarve.Microseconds()).Bool()
 }
-
-func (m setMember) client() redis.UniversalClient { return m.s.c.rdb }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {
 	return m.s.run(ctx, setHeld, tok, m.member).Bool()

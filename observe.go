@@ -158,7 +158,7 @@ func (f *follower) step(ctx context.Context) (time.Duration, bool) {
 		f.w = nil
 	}
 	if f.w == nil {
-		w, err := subscribeBounded(ctx, f.e.c.listen, f.e.keys.Channel(), notify.Every)
+		w, err := subscribeBounded(ctx, f.e.c, f.e.keys.Channel(), notify.Every)
 		if err != nil {
 			return f.failed(ctx, "subscribe", err)
 		}

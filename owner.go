@@ -32,8 +32,6 @@ func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool
 	return o.renewal(tok, ttl).run(ctx, o.rdb).Bool()
 }
 
-func (o owner) client() redis.UniversalClient { return o.rdb }
-
 func (o owner) held(ctx context.Context, tok string) (bool, error) {
 	v, err := o.rdb.Get(ctx, o.key).Result()
 	if errors.Is(err, redis.Nil) {

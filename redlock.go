@@ -354,9 +354,6 @@ func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 // lost, for want of replies rather than because Redis said it was gone.
 var errReleaseUnconfirmed = errors.New("released on fewer than a majority of the masters")
 
-// client is nil: fan-outs return by ctx's end by themselves.
-func (l *redlockLease) client() redis.UniversalClient { return nil }
-
 func (l *redlockLease) held(ctx context.Context, tok string) (bool, error) {
 	return tally(fanOut(ctx, l.r.c.nodes, nodeTimeout(l.r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
 		return l.r.owner(n).held(ctx, tok)

@@ -231,8 +231,6 @@ func (r readSide) release(ctx context.Context, tok string) (bool, error) {
 	return r.rw.run(ctx, rwRUnlock, tok, r.rw.c.hub.PublishCommand(), r.rw.writersChannel(), mutexStarve.Microseconds()).Bool()
 }
 
-func (r readSide) client() redis.UniversalClient { return r.rw.c.rdb }
-
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
 	return r.rw.run(ctx, rwRHeld, tok).Bool()
 }

@@ -206,8 +206,6 @@ func (p permits) release(ctx context.Context, tok string) (bool, error) {
 	return p.s.handOver(ctx, semRelease, tok).Bool()
 }
 
-func (p permits) client() redis.UniversalClient { return p.s.c.rdb }
-
 func (p permits) held(ctx context.Context, tok string) (bool, error) {
 	return p.s.run(ctx, semHeld, tok).Bool()
 }

@@ -206,7 +206,7 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 // whether it did. A transient failure is no error: the waiter then wakes
 // on its timers, and subscribes after its next try. A refusal is.
 func (s *waiting) subscribe(ctx context.Context) (bool, error) {
-	w, err := subscribeBounded(ctx, s.c.listen, s.a.channel, s.tok)
+	w, err := subscribeBounded(ctx, s.c, s.a.channel, s.tok)
 	switch {
 	case err == nil:
 		s.w, s.subBackoff = w, 0

@@ -74,12 +74,14 @@ type channel struct {
 	subscribed bool          // what we asked Redis for last
 	pending    int           // subscribe/unsubscribe replies still to come
 	ready      chan struct{} // closed while the subscription is confirmed
-	gone       chan struct{} // closed when the hub gives the channel up
-	refused    chan struct{} // closed when Redis refused the subscription
-	refusal    error         // why, once refused is closed
-	confirmed  bool
-	disrupted  bool // the connection broke since the last confirmation
-	idle       *time.Timer
+	// ended is closed when the hub gives the channel up, or when Redis
+	// refused the subscription: refusal then says why. Either way the
+	// channel has left chans, so ended closes once.
+	ended     chan struct{}
+	refusal   error
+	confirmed bool
+	disrupted bool // the connection broke since the last confirmation
+	idle      *time.Timer
 }
 
 // shard is one subscription connection.
@@ -160,15 +162,16 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 	defer t.Stop()
 	select {
 	case <-w.ready:
-	case <-w.ch.refused:
-		// Not allowed to listen (an ACL without the channel): waiting
-		// would only ever wake by timers, so say so.
+	case <-w.ch.ended:
 		h.mu.Lock()
 		err := w.ch.refusal
 		h.mu.Unlock()
-		w.Close()
-		return nil, err
-	case <-w.ch.gone:
+		if err != nil {
+			// Not allowed to listen (an ACL without the channel): waiting
+			// would only ever wake by timers, so say so.
+			w.Close()
+			return nil, err
+		}
 		// The hub gave the channel up before Redis confirmed it (its
 		// connection broke): the waiter is Detached and already woken, and
 		// subscribes again after its next try. Waiting out confirmWait for
@@ -207,7 +210,7 @@ func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Wai
 		return nil
 	}
 	if ch == nil {
-		ch = &channel{name: name, shard: sh, ready: make(chan struct{}), gone: make(chan struct{}), refused: make(chan struct{})}
+		ch = &channel{name: name, shard: sh, ready: make(chan struct{}), ended: make(chan struct{})}
 		h.chans[name] = ch
 	}
 	w := ch.add(h, key)
@@ -497,7 +500,7 @@ func (h *Hub) refuse(sh *shard, err error) {
 	for name, ch := range h.chans {
 		if ch.shard == sh && ch.subscribed && !ch.confirmed && ch.refusal == nil {
 			ch.refusal = err
-			close(ch.refused)
+			close(ch.ended)
 			delete(h.chans, name)
 		}
 	}
@@ -663,7 +666,7 @@ func (h *Hub) wakeOne(ch *channel, skip *Waiter) {
 // subscribe again. The caller holds h.mu.
 func (h *Hub) detach(ch *channel) {
 	delete(h.chans, ch.name)
-	close(ch.gone)
+	close(ch.ended)
 	h.wakeAll(ch)
 }
 

@@ -1,0 +1,172 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock/internal/redistest"
+)
+
+// TestWaitersBurstOnFewGoroutines blocks four times maxWorkers waiters at
+// once, each on a held Mutex of its own with a ctx that can end: their
+// tries and subscriptions run on the client's workers, so the process
+// never has much more than a goroutine per waiter (it had two before the
+// workers), and every waiter still gets its lock once it is released.
+func TestWaitersBurstOnFewGoroutines(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c, holders := New(srv.Client(t)), New(srv.Client(t))
+	t.Cleanup(func() { c.Close(); holders.Close() })
+	n := 4 * maxWorkers
+	held := make([]*Lease, n)
+	for i := range n {
+		l, err := holders.Mutex(fmt.Sprintf("burst/%d", i)).TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i] = l
+	}
+	base := runtime.NumGoroutine()
+	var most atomic.Int64
+	sample := make(chan struct{})
+	go func() {
+		defer close(sample)
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+			if g := int64(runtime.NumGoroutine()); g > most.Load() {
+				most.Store(g)
+			}
+		}
+	}()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			l, err := c.Mutex(fmt.Sprintf("burst/%d", i)).Lock(wctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			errs <- err
+		}()
+	}
+	<-sample
+	// Beside the waiters: the workers, the client's loops, the hub's
+	// connection, go-redis' and the sampler's.
+	if limit := int64(base + n + maxWorkers + 50); most.Load() > limit {
+		t.Errorf("%d goroutines at most while %d waiters started (%d before); want at most %d", most.Load(), n, base, limit)
+	}
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a waiter: %v", err)
+		}
+	}
+}
+
+// TestWorkersRunAtMostMaxAtOnce starts three times maxWorkers jobs that
+// block: no more than maxWorkers run at once, the others wait for a
+// worker, and every one runs once the first are let go.
+func TestWorkersRunAtMostMaxAtOnce(t *testing.T) {
+	w := newWorkers()
+	defer w.close()
+	gate := make(chan struct{})
+	var running, most, ran atomic.Int64
+	var wg sync.WaitGroup
+	n := 3 * maxWorkers
+	for range n {
+		wg.Add(1)
+		go func() {
+			if !w.start(context.Background(), func() {
+				defer wg.Done()
+				now := running.Add(1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				<-gate
+				running.Add(-1)
+				ran.Add(1)
+			}) {
+				t.Error("start refused a job with a ctx that never ends")
+				wg.Done()
+			}
+		}()
+	}
+	waitFor(t, func() bool { return running.Load() == maxWorkers })
+	time.Sleep(50 * time.Millisecond) // time for a worker beyond the bound to show
+	if m := most.Load(); m > maxWorkers {
+		t.Fatalf("%d jobs ran at once; want at most %d", m, maxWorkers)
+	}
+	close(gate)
+	wg.Wait()
+	if got := ran.Load(); got != int64(n) {
+		t.Fatalf("%d jobs ran; want %d", got, n)
+	}
+}
+
+// TestWorkersQueuedJobLeavesWithItsCtx has a job wait for a worker while
+// all are busy: when its ctx ends it is refused and never runs, and
+// untilDone reports ctx's error with nothing pending.
+func TestWorkersQueuedJobLeavesWithItsCtx(t *testing.T) {
+	w := newWorkers()
+	defer w.close()
+	gate := make(chan struct{})
+	var busy sync.WaitGroup
+	for range maxWorkers {
+		busy.Add(1)
+		w.start(context.Background(), func() { busy.Done(); <-gate })
+	}
+	busy.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var ran atomic.Bool
+	_, finished, err := untilDone(ctx, w, func(context.Context) (int, error) { ran.Store(true); return 1, nil }, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || finished != nil {
+		t.Fatalf("untilDone = (finished %v, %v); want (nil, the deadline)", finished, err)
+	}
+	close(gate)
+	w.close()
+	time.Sleep(50 * time.Millisecond)
+	if ran.Load() {
+		t.Fatal("a job refused when its ctx ended ran all the same")
+	}
+}
+
+// TestWorkersRunJobsAfterClose checks that a closed pool still runs what
+// it is given (a lease's Unlock after its client's Close), and that its
+// idle workers end.
+func TestWorkersRunJobsAfterClose(t *testing.T) {
+	w := newWorkers()
+	done := make(chan struct{})
+	w.start(context.Background(), func() {})
+	w.close()
+	w.close() // twice is harmless
+	if !w.start(context.Background(), func() { close(done) }) {
+		t.Fatal("a closed pool refused a job")
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a job given after close did not run")
+	}
+	waitFor(t, func() bool { return len(w.slots) == 0 })
+}
+
+// waitFor polls cond for up to 10s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
