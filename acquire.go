@@ -228,10 +228,12 @@ func noReply(pending <-chan struct{}, trouble error) error {
 // unanswered reports whether a request that failed with err may have been
 // applied by Redis all the same: its connection broke, or it was
 // abandoned when ctx ended. An error reply (LOADING, NOPERM...) means the
-// script did not run; a closed client sent nothing.
+// script did not run; a closed client, or a call that never had a worker,
+// sent nothing.
 func unanswered(err error) bool {
 	var reply redis.Error
-	return err != nil && !errors.As(err, &reply) && !errors.Is(err, ErrNoMember) && !errors.Is(err, redis.ErrClosed)
+	return err != nil && !errors.As(err, &reply) && !errors.Is(err, ErrNoMember) && !errors.Is(err, redis.ErrClosed) &&
+		!errors.Is(err, errNotSent)
 }
 
 // transient reports whether an error may pass by itself: a network

@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -34,10 +36,10 @@ func boundedTracked[T any](ctx context.Context, c *Client, op func(context.Conte
 
 // untilDone runs op on one of w's workers (on a goroutine of its own if w
 // is nil) and returns its result, or ctx's error as soon as ctx ends.
-// finished, when not nil, closes once the abandoned op has returned; it is
-// nil when ctx ended before op started, which then never runs. discard,
-// if set, is given what an abandoned op returned, for a result that must
-// be undone (a registered waiter).
+// finished, when not nil, closes once the abandoned op has returned. When
+// ctx ended before a worker took op, op never runs, and the error matches
+// both ctx's and errNotSent. discard, if set, is given what an abandoned
+// op returned, for a result that must be undone (a registered waiter).
 func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) (T, error), discard func(T)) (v T, finished <-chan struct{}, err error) {
 	type result struct {
 		v   T
@@ -60,7 +62,7 @@ func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) 
 	})
 	if !started {
 		var zero T
-		return zero, nil, ctx.Err()
+		return zero, nil, fmt.Errorf("%w (%w)", ctx.Err(), errNotSent)
 	}
 	select {
 	case r := <-out:
@@ -74,6 +76,10 @@ func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) 
 	var zero T
 	return zero, done, ctx.Err()
 }
+
+// errNotSent marks a call whose ctx ended while it waited for a worker:
+// Redis never saw it.
+var errNotSent = errors.New("not sent: every worker busy")
 
 // selfBounded reports whether an exchange with rdb returns by ctx's
 // deadline without help, sparing the hand-over to a worker that bounded

@@ -58,9 +58,9 @@ func (l hubListener) subscribe(ctx context.Context, channel, tok string) (waiter
 // run on one of c's workers: the hub may wait for a dial or for another
 // subscription's command on go-redis' own timeouts. A waiter registered
 // after ctx ended is closed, so that no release announcement is spent on
-// it.
+// it. A Redlock client's fan-in returns by ctx's end by itself.
 func subscribeBounded(ctx context.Context, c *Client, channel, tok string) (waiter, error) {
-	if ctx.Done() == nil {
+	if ctx.Done() == nil || c.nodes != nil {
 		return c.listen.subscribe(ctx, channel, tok)
 	}
 	subscribe := func(ctx context.Context) (waiter, error) { return c.listen.subscribe(ctx, channel, tok) }

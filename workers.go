@@ -14,23 +14,33 @@ const (
 	maxWorkers = 256
 	// workerIdle is how long a worker with nothing to do lives on.
 	workerIdle = time.Second
+	// workerStuck is how long a job may run before its worker stops
+	// counting against maxWorkers. An exchange Redis does not answer (a
+	// paused shard, a half-open connection) holds its worker until
+	// go-redis' ReadTimeout, whatever its caller's ctx; such workers must
+	// not keep calls to other keys or shards waiting.
+	workerStuck = 20 * time.Millisecond
 )
 
 // workers are the goroutines that run a client's exchanges with Redis
 // which their callers may abandon when their ctx ends (see bounded). They
 // live on between calls, so that a call costs a hand-over instead of a
-// new goroutine; at most maxWorkers run, so that a burst of calls (ten
-// thousand waiters trying at once) costs a queue of callers instead of a
-// goroutine each, which the runtime would keep for good.
+// new goroutine; at most maxWorkers run jobs that Redis answers in time,
+// so that a burst of calls (ten thousand waiters trying at once) costs a
+// queue of callers instead of a goroutine each, which the runtime would
+// keep for good. A worker whose job runs past stuck gives its place up
+// at once and ends with its job: calls that Redis leaves unanswered cost
+// a goroutine each, as they would without workers.
 type workers struct {
 	jobs  chan func()   // unbuffered: taken by an idle worker
-	slots chan struct{} // one per live worker
+	slots chan struct{} // one per worker whose job is not stuck
 	quit  chan struct{} // closed at the client's Close
 	once  sync.Once
+	stuck time.Duration // workerStuck; longer in tests
 }
 
 func newWorkers() *workers {
-	return &workers{jobs: make(chan func()), slots: make(chan struct{}, maxWorkers), quit: make(chan struct{})}
+	return &workers{jobs: make(chan func()), slots: make(chan struct{}, maxWorkers), quit: make(chan struct{}), stuck: workerStuck}
 }
 
 // start has job run on a worker, waiting for one until ctx ends, and
@@ -59,19 +69,32 @@ func (w *workers) start(ctx context.Context, job func()) bool {
 }
 
 // work runs job, then the jobs handed to it, until it has been idle for
-// workerIdle or the client is closed.
+// workerIdle or the client is closed. A job that runs past w.stuck gives
+// the worker's slot up then, and the worker ends after it.
 func (w *workers) work(job func()) {
-	defer func() { <-w.slots }()
+	stuck := time.AfterFunc(w.stuck, func() { <-w.slots })
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		job()
+		if !stuck.Stop() {
+			return // the slot went when the job ran past w.stuck
+		}
+		if !idle.Stop() {
+			select { // a tick from before (Go before 1.23 keeps it)
+			case <-idle.C:
+			default:
+			}
+		}
 		idle.Reset(workerIdle)
 		select {
 		case job = <-w.jobs:
+			stuck.Reset(w.stuck)
 		case <-idle.C:
+			<-w.slots
 			return
 		case <-w.quit:
+			<-w.slots
 			return
 		}
 	}

@@ -56,9 +56,10 @@ func TestWaitersBurstOnFewGoroutines(t *testing.T) {
 		}()
 	}
 	<-sample
-	// Beside the waiters: the workers, the client's loops, the hub's
+	// Beside the waiters: the workers (a few more where a try waited
+	// past workerStuck for a connection), the client's loops, the hub's
 	// connection, go-redis' and the sampler's.
-	if limit := int64(base + n + maxWorkers + 50); most.Load() > limit {
+	if limit := int64(base + n + maxWorkers + n/4); most.Load() > limit {
 		t.Errorf("%d goroutines at most while %d waiters started (%d before); want at most %d", most.Load(), n, base, limit)
 	}
 	for _, l := range held {
@@ -74,10 +75,12 @@ func TestWaitersBurstOnFewGoroutines(t *testing.T) {
 }
 
 // TestWorkersRunAtMostMaxAtOnce starts three times maxWorkers jobs that
-// block: no more than maxWorkers run at once, the others wait for a
-// worker, and every one runs once the first are let go.
+// block (and are never taken for stuck): no more than maxWorkers run at
+// once, the others wait for a worker, and every one runs once the first
+// are let go.
 func TestWorkersRunAtMostMaxAtOnce(t *testing.T) {
 	w := newWorkers()
+	w.stuck = time.Hour
 	defer w.close()
 	gate := make(chan struct{})
 	var running, most, ran atomic.Int64
@@ -112,25 +115,39 @@ func TestWorkersRunAtMostMaxAtOnce(t *testing.T) {
 	}
 }
 
-// TestWorkersQueuedJobLeavesWithItsCtx has a job wait for a worker while
-// all are busy: when its ctx ends it is refused and never runs, and
-// untilDone reports ctx's error with nothing pending.
-func TestWorkersQueuedJobLeavesWithItsCtx(t *testing.T) {
+// TestWorkersStuckJobsKeepNoneWaiting fills every worker with a job that
+// Redis would leave unanswered (it blocks): a job started after them runs
+// once they count as stuck, without waiting for them to end.
+func TestWorkersStuckJobsKeepNoneWaiting(t *testing.T) {
 	w := newWorkers()
 	defer w.close()
 	gate := make(chan struct{})
-	var busy sync.WaitGroup
-	for range maxWorkers {
-		busy.Add(1)
-		w.start(context.Background(), func() { busy.Done(); <-gate })
+	defer close(gate)
+	occupy(w, gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*w.stuck)
+	defer cancel()
+	v, _, err := untilDone(ctx, w, func(context.Context) (int, error) { return 1, nil }, nil)
+	if err != nil || v != 1 {
+		t.Fatalf("a job behind %d stuck ones: (%d, %v); want it run", maxWorkers, v, err)
 	}
-	busy.Wait()
+}
+
+// TestWorkersQueuedJobLeavesWithItsCtx has a job wait for a worker while
+// all are busy: when its ctx ends it is refused and never runs, and
+// untilDone reports ctx's error, marked as never sent, with nothing
+// pending.
+func TestWorkersQueuedJobLeavesWithItsCtx(t *testing.T) {
+	w := newWorkers()
+	w.stuck = time.Hour
+	defer w.close()
+	gate := make(chan struct{})
+	occupy(w, gate)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var ran atomic.Bool
 	_, finished, err := untilDone(ctx, w, func(context.Context) (int, error) { ran.Store(true); return 1, nil }, nil)
-	if !errors.Is(err, context.DeadlineExceeded) || finished != nil {
-		t.Fatalf("untilDone = (finished %v, %v); want (nil, the deadline)", finished, err)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errNotSent) || unanswered(err) || finished != nil {
+		t.Fatalf("untilDone = (finished %v, %v); want (nil, the deadline, not sent)", finished, err)
 	}
 	close(gate)
 	w.close()
@@ -160,6 +177,17 @@ func TestWorkersRunJobsAfterClose(t *testing.T) {
 	waitFor(t, func() bool { return len(w.slots) == 0 })
 }
 
+// occupy gives every one of w's workers a job that runs until gate is
+// closed, and returns once they all run.
+func occupy(w *workers, gate <-chan struct{}) {
+	var busy sync.WaitGroup
+	for range maxWorkers {
+		busy.Add(1)
+		w.start(context.Background(), func() { busy.Done(); <-gate })
+	}
+	busy.Wait()
+}
+
 // waitFor polls cond for up to 10s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -169,4 +197,81 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestPausedShardKeepsOtherShardsServed pauses one master of a Cluster
+// while twice maxWorkers callers keep trying locks on it: their calls
+// hold workers until go-redis' read timeout, yet calls to locks on the
+// other masters still go through within their ctx.
+func TestPausedShardKeepsOtherShardsServed(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb := cl.Client(t)
+	c := New(rdb)
+	t.Cleanup(func() { c.Close() })
+	masters := cl.Masters(t)
+	paused := masters[0]
+	var slow []string
+	healthy := ""
+	for i := 0; len(slow) < 8 || healthy == ""; i++ {
+		name := fmt.Sprintf("shard/%d", i)
+		ks, err := c.lockKeys(kindMutex, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := rdb.MasterForKey(ctx, ks.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Options().Addr == paused.Addr() {
+			slow = append(slow, name)
+		} else if healthy == "" {
+			healthy = name
+		}
+	}
+	paused.Pause(t)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			paused.Resume(t)
+		}
+	}
+	defer resume()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 2 * maxWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				_, _ = c.Mutex(slow[i%len(slow)]).TryLock(tctx)
+				cancel()
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // every worker busy on the paused master
+	for range 3 {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		start := time.Now()
+		l, err := c.Mutex(healthy).TryLock(tctx)
+		if err == nil {
+			err = l.Unlock(tctx)
+		}
+		cancel()
+		t.Logf("TryLock+Unlock on a healthy master: %v", time.Since(start))
+		if err != nil {
+			t.Errorf("a lock on a healthy master while another is paused: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	close(stop)
+	resume()
+	wg.Wait()
 }
