@@ -105,3 +105,69 @@ func runChild(spec string) error {
 	out := contend(ls, lp, one(&marker{path: j.Marker}), time.Unix(0, j.End), cnt)
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
+
+// waitersEnv, when set, makes this program the process of one library's
+// blocked waiters (scenario 6): it holds a waitersJob as JSON.
+const waitersEnv = "DLOCK_BENCH_WAITERS"
+
+// waitersJob is scenario 6 for one library.
+type waitersJob struct {
+	Addr   string `json:"addr"`
+	Peer   string `json:"peer"`
+	N      int    `json:"waiters"`
+	Settle int64  `json:"settle_ns"`
+	Window int64  `json:"window_ns"`
+	Keys   int64  `json:"keys"` // the numbers of its keys start after this
+}
+
+// waitersChild runs scenario 6 for p in a copy of this program, so that
+// its heap holds nothing of another library's run: measured in one
+// process one after the other, a library read up to a KiB per waiter
+// more or less depending on its place in the order.
+func (b *bench) waitersChild(p peer, n int, settle, window time.Duration) (waitersRow, error) {
+	var row waitersRow
+	self, err := os.Executable()
+	if err != nil {
+		return row, err
+	}
+	keys := b.keys.Add(int64(2*n)) - int64(2*n) // two passes' worth
+	spec, _ := json.Marshal(waitersJob{Addr: b.addr, Peer: p.name, N: n, Settle: int64(settle), Window: int64(window), Keys: keys})
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), waitersEnv+"="+string(spec))
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return row, fmt.Errorf("%s waiters: %w", p.name, err)
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &row); err != nil {
+		return row, fmt.Errorf("%s waiters: reading the report: %w", p.name, err)
+	}
+	return row, nil
+}
+
+// runWaitersChild is the waiters process: scenario 6 twice, the second
+// pass reported as JSON on stdout. The first pass is not reported: the
+// first run in a process shows more memory (Sys most of all), as the
+// runtime grows to n goroutines once.
+func runWaitersChild(spec string) error {
+	var j waitersJob
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		return err
+	}
+	p, ok := peerByName(j.Peer)
+	if !ok {
+		return fmt.Errorf("unknown peer %q", j.Peer)
+	}
+	admin := newClient(j.Addr, nil)
+	defer admin.Close()
+	b := &bench{addr: j.Addr, admin: admin, log: func(string, ...any) {}}
+	b.keys.Store(j.Keys)
+	var row waitersRow
+	for range 2 {
+		var err error
+		if row, err = b.waiters(p, j.N, time.Duration(j.Settle), time.Duration(j.Window)); err != nil {
+			return err
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(row)
+}

@@ -35,6 +35,13 @@ type report struct {
 }
 
 func main() {
+	if spec := os.Getenv(waitersEnv); spec != "" {
+		if err := runWaitersChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "bench waiters child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if spec := os.Getenv(childEnv); spec != "" {
 		if err := runChild(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
@@ -184,24 +191,19 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int, want map[int]b
 	if quick {
 		settle, window = 2*time.Second, time.Second
 	}
-	// Two passes, the first not reported: the first run of this scenario
-	// in a process shows more memory (Sys most of all) whichever library
-	// runs it, as the runtime grows to 10,000 goroutines once.
-	for pass := range 2 {
-		for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
-			if !want[6] {
-				break
-			}
-			p, _ := peerByName(name)
-			b.log("6 %d blocked waiters, pass %d of 2: %s", nWaiters, pass+1, p.name)
-			row, err := b.waiters(p, nWaiters, settle, window)
-			if err != nil {
-				return nil, err
-			}
-			if pass == 1 {
-				r.Waiters = append(r.Waiters, row)
-			}
+	// Each library in a process of its own (see waitersChild), so that
+	// none reads what another left in the heap.
+	for _, name := range []string{"dlock Mutex", "dlock FairMutex", "redsync", "redislock"} {
+		if !want[6] {
+			break
 		}
+		p, _ := peerByName(name)
+		b.log("6 %d blocked waiters: %s", nWaiters, p.name)
+		row, err := b.waitersChild(p, nWaiters, settle, window)
+		if err != nil {
+			return nil, err
+		}
+		r.Waiters = append(r.Waiters, row)
 	}
 	r.Env.LoadAfter = loadavg()
 	r.Targets = targets(r)

@@ -260,11 +260,11 @@ func printReport(w io.Writer, r *report) {
 	if len(r.Waiters) > 0 {
 		fmt.Fprintf(w, "### 6. %d goroutines, each blocked on its own held lock\n\n", r.Waiters[0].Waiters)
 	}
-	fmt.Fprintln(w, "| Library | still blocked | connections (subscriber / active) | commands/s while blocked | HeapInuse Δ MiB | per waiter KiB | StackInuse Δ MiB | Sys Δ MiB | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| Library | still blocked | connections (subscriber / active) | commands/s while blocked | HeapInuse Δ MiB | per waiter KiB | live (HeapAlloc Δ) per waiter KiB | StackInuse Δ MiB | Sys Δ MiB | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.Waiters {
-		fmt.Fprintf(w, "| %s | %d | %d (%d / %d) | %.0f | %.1f | %.2f | %.1f | %.1f | %d |\n",
-			x.Peer, x.Blocked, x.Conns, x.SubConns, x.Active, x.CmdsSec, x.HeapInuse, x.PerWaiter, x.Stack, x.Sys, x.Errors)
+		fmt.Fprintf(w, "| %s | %d | %d (%d / %d) | %.0f | %.1f | %.2f | %.2f | %.1f | %.1f | %d |\n",
+			x.Peer, x.Blocked, x.Conns, x.SubConns, x.Active, x.CmdsSec, x.HeapInuse, x.PerWaiter, x.LivePerWaiter, x.Stack, x.Sys, x.Errors)
 	}
 	fmt.Fprintln(w)
 

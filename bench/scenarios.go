@@ -300,8 +300,11 @@ type waitersRow struct {
 	Stack     float64 `json:"stack_inuse_delta_mib"`
 	Sys       float64 `json:"sys_delta_mib"`
 	PerWaiter float64 `json:"heap_inuse_per_waiter_kib"`
-	Errors    int     `json:"errors"`
-	ErrSample string  `json:"error_sample,omitempty"`
+	// LivePerWaiter is the HeapAlloc Δ per waiter: the live objects,
+	// without the free room in the spans HeapInuse counts.
+	LivePerWaiter float64 `json:"heap_alloc_per_waiter_kib"`
+	Errors        int     `json:"errors"`
+	ErrSample     string  `json:"error_sample,omitempty"`
 }
 
 const waitersName = "bench-waiters"
@@ -377,6 +380,7 @@ func (b *bench) waiters(p peer, n int, settle, window time.Duration) (waitersRow
 	row.Stack = mib(int64(during.StackInuse) - int64(before.StackInuse))
 	row.Sys = mib(int64(during.Sys) - int64(before.Sys))
 	row.PerWaiter = float64(int64(during.HeapInuse)-int64(before.HeapInuse)) / 1024 / float64(n)
+	row.LivePerWaiter = float64(int64(during.HeapAlloc)-int64(before.HeapAlloc)) / 1024 / float64(n)
 	var err error
 	row.Conns, row.SubConns, row.Active, err = namedClients(ctx, b.admin, waitersName, window)
 	cancel()
