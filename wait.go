@@ -223,6 +223,13 @@ func (s *waiting) subscribe(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// beatWatch is how far off a queued waiter's wake-up may be for it to
+// leave the wake-up to its heartbeat, whose reply, every queueHeartbeat,
+// tells it anew when the holder's lease runs out: it arms a timer once
+// the wake-up is nearer (or a reply failed). Ten thousand waiters on
+// holders that renew then keep no timer each.
+const beatWatch = 2 * queueHeartbeat
+
 // sleep waits until a release wakes the waiter, next passes (<0: never),
 // its heartbeat tells it to try, or ctx or the client ends. Without a
 // subscription it wakes by backoff.
@@ -242,10 +249,13 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 		}
 	}()
 	wake := s.wakeAt(next)
+	beatFailed := false // since then, the timer does not wait for a reply
 	for asleep := true; asleep; {
 		var expiry <-chan time.Time
 		switch {
 		case wake.IsZero():
+		case beats != nil && !beatFailed && time.Until(wake) > beatWatch:
+			// The next replies move wake; the timer waits until it is near.
 		case t == nil:
 			t = time.NewTimer(time.Until(wake))
 			expiry = t.C
@@ -267,6 +277,8 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 				asleep = false
 			case replace:
 				wake = s.wakeAt(later)
+			default:
+				beatFailed = true
 			}
 		case <-ctx.Done():
 			return s.a.failedAfter(ctx, ctx.Err(), s.trouble)

@@ -80,12 +80,9 @@ func (b *bench) children(p peer, key string, procs, n int, lp loop) ([]outcome, 
 // runChild is the child's side: run the job, report JSON on stdout.
 func runChild(spec string) error {
 	var j job
-	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+	p, err := readJob(spec, &j, &j.Peer)
+	if err != nil {
 		return err
-	}
-	p, ok := peerByName(j.Peer)
-	if !ok {
-		return fmt.Errorf("unknown peer %q", j.Peer)
 	}
 	cnt := &counter{}
 	rdb := newClient(j.Addr, cnt)
@@ -151,12 +148,9 @@ func (b *bench) waitersChild(p peer, n int, settle, window time.Duration) (waite
 // runtime grows to n goroutines once.
 func runWaitersChild(spec string) error {
 	var j waitersJob
-	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+	p, err := readJob(spec, &j, &j.Peer)
+	if err != nil {
 		return err
-	}
-	p, ok := peerByName(j.Peer)
-	if !ok {
-		return fmt.Errorf("unknown peer %q", j.Peer)
 	}
 	admin := newClient(j.Addr, nil)
 	defer admin.Close()
@@ -164,10 +158,22 @@ func runWaitersChild(spec string) error {
 	b.keys.Store(j.Keys)
 	var row waitersRow
 	for range 2 {
-		var err error
 		if row, err = b.waiters(p, j.N, time.Duration(j.Settle), time.Duration(j.Window)); err != nil {
 			return err
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(row)
+}
+
+// readJob reads a child's job from spec into j and returns the peer it
+// names in *name.
+func readJob(spec string, j any, name *string) (peer, error) {
+	if err := json.Unmarshal([]byte(spec), j); err != nil {
+		return peer{}, err
+	}
+	p, ok := peerByName(*name)
+	if !ok {
+		return peer{}, fmt.Errorf("unknown peer %q", *name)
+	}
+	return p, nil
 }
