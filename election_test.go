@@ -195,14 +195,7 @@ func TestElectionObserve(t *testing.T) {
 	// see the new term with no gap.
 	bc, _, _ := newClient(t, srv)
 	be := bc.Election("obs")
-	bl := make(chan *dlock.Leadership, 1)
-	go func() {
-		l, err := be.Campaign(ctx, "b")
-		if err != nil {
-			t.Error(err)
-		}
-		bl <- l
-	}()
+	bl := campaignAsync(t, ctx, be, "b")
 	waitQueued(t, e, 1)
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -326,14 +319,7 @@ func TestElectionCrashedLeader(t *testing.T) {
 	if crashed.Value != "doomed" {
 		t.Fatalf("observed %+v, want the helper leading", crashed)
 	}
-	got := make(chan *dlock.Leadership, 1)
-	go func() {
-		l, err := e.Campaign(ctx, "heir")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := campaignAsync(t, ctx, e, "heir")
 	waitQueued(t, e, 1)
 	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -371,6 +357,11 @@ func electHelper() int {
 		return 1
 	}
 	select {}
+}
+
+// campaignAsync campaigns in e with value in a goroutine (see async).
+func campaignAsync(t *testing.T, ctx context.Context, e *dlock.Election, value string) <-chan *dlock.Leadership {
+	return async(t, ctx, func(ctx context.Context) (*dlock.Leadership, error) { return e.Campaign(ctx, value) })
 }
 
 // observed returns what ch sends within 5s, or fails t.
@@ -518,14 +509,7 @@ func TestElectionObserversBesideCampaigners(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i < 20; i++ {
-		next := make(chan *dlock.Leadership, 1)
-		go func() {
-			n, err := e.Campaign(ctx, fmt.Sprint(i))
-			if err != nil {
-				t.Error(err)
-			}
-			next <- n
-		}()
+		next := campaignAsync(t, ctx, e, fmt.Sprint(i))
 		waitQueued(t, e, 1)
 		start := time.Now()
 		if err := l.Resign(ctx); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/redistest"
 )
 
 // event is one hook call, as a hookLog records it.
@@ -214,7 +215,7 @@ func TestHooksContexts(t *testing.T) {
 	var log hookLog
 	spy := &traceSpy{}
 	rdb := srv.Client(t)
-	rdb.AddHook(spy)
+	rdb.AddHook(redistest.EachCommand(spy.saw))
 	c := dlock.New(rdb, dlock.WithHooks(log.hooks()))
 	t.Cleanup(func() { c.Close() })
 	m := c.Mutex("jobs", dlock.WithTTL(300*time.Millisecond))
@@ -263,29 +264,11 @@ func TestHooksContexts(t *testing.T) {
 	ranUnder("Unlock", "unlocker/ReleaseStart")
 }
 
-// traceSpy is a go-redis hook that records the trace value of the
+// traceSpy records, through redistest.EachCommand, the trace value of the
 // context each script, alone or in a pipeline, is sent with.
 type traceSpy struct {
 	mu     sync.Mutex
 	traces []string
-}
-
-func (s *traceSpy) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s *traceSpy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		s.saw(ctx, cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (s *traceSpy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			s.saw(ctx, cmd)
-		}
-		return next(ctx, cmds)
-	}
 }
 
 func (s *traceSpy) saw(ctx context.Context, cmd redis.Cmder) {

@@ -112,6 +112,20 @@ func takeAndRelease(ctx context.Context, acquire func(context.Context) (*dlock.L
 	return got
 }
 
+// async runs take in a goroutine; the channel yields what it returns (the
+// zero value on error, which is reported to t unless ctx has ended).
+func async[T any](t *testing.T, ctx context.Context, take func(context.Context) (T, error)) <-chan T {
+	got := make(chan T, 1)
+	go func() {
+		v, err := take(ctx)
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	return got
+}
+
 // within fails t with msg unless got yields nil within d.
 func within(t *testing.T, got <-chan error, d time.Duration, msg string) {
 	t.Helper()

@@ -17,22 +17,9 @@ import (
 // scriptRuns counts the scripts a client runs, and the keys they name.
 type scriptRuns struct{ runs, keys atomic.Int64 }
 
-func (h *scriptRuns) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *scriptRuns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
+// hook counts every command rdb sends.
+func (h *scriptRuns) hook() redis.Hook {
+	return redistest.EachCommand(func(_ context.Context, cmd redis.Cmder) { h.count(cmd) })
 }
 
 func (h *scriptRuns) count(cmd redis.Cmder) {
@@ -61,7 +48,7 @@ func TestMergedCallsReplyEachAsAlone(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	rdb, runs := srv.Client(t), &scriptRuns{}
-	rdb.AddHook(runs)
+	rdb.AddHook(runs.hook())
 	const n = 2*mergeMax + 5
 	calls := renewals("owner/", n, time.Minute)
 	for i := range n {
@@ -153,7 +140,7 @@ func TestMergedRunsOnCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
 	rdb, runs := cl.Client(t), &scriptRuns{}
-	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs) })
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs.hook()) })
 	const n = 60
 	calls := renewals("cl/", n, time.Minute)
 	for i := range n {

@@ -233,18 +233,9 @@ func waitSem(t *testing.T, s *dlock.Semaphore, what string, ok func(dlock.Status
 	}
 }
 
-// acquireAsync acquires n permits of s in a goroutine; the channel yields
-// the lease (nil on error, which is reported to t).
+// acquireAsync acquires n permits of s in a goroutine (see async).
 func acquireAsync(t *testing.T, ctx context.Context, s *dlock.Semaphore, n int64) <-chan *dlock.Lease {
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := s.Acquire(ctx, n)
-		if err != nil && ctx.Err() == nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	return got
+	return async(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.Acquire(ctx, n) })
 }
 
 // receive returns what got yields within 5s, or fails t.
