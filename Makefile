@@ -1,6 +1,6 @@
 # Benchmarks live in bench/, a module of their own, so that the library's
 # go.mod gains no dependencies. See docs/benchmarks.md.
-.PHONY: bench bench-quick faults
+.PHONY: bench bench-quick faults model
 
 # The full run: a few minutes; writes bench/results.json.
 bench:
@@ -14,3 +14,8 @@ bench-quick:
 # table that the README's GUARANTEES quotes. CI runs it for 2s per fault.
 faults:
 	DLOCK_FAULT_PHASE=60s go test -run '^TestFaults$$' -v -count=1 -timeout 30m .
+
+# The protocol models (model/, docs/model.md): spin must hold each one and
+# reject each broken variant; about two minutes.
+model:
+	go test -count=1 -v ./model

@@ -1,0 +1,441 @@
+/*
+ * mutex.pml: the Mutex and FairMutex protocol, checked with spin for
+ * mutual exclusion and, for a FairMutex, FIFO (model_test.go runs it;
+ * docs/model.md says what it covers and leaves out).
+ *
+ * It mirrors, and must change with:
+ *   lua/queue_acquire.lua   a try, which joins the queue when refused
+ *   lua/queue_beat.lua      a queued waiter's heartbeat (beat_queue)
+ *   lua/queue_release.lua   Unlock: the lock goes to the first live
+ *                           waiter (hand_over) or, while newcomers may
+ *                           still barge in (a Mutex), that waiter is woken
+ *   lua/queue_leave.lua     a waiter that gives up
+ *   lua/owner_refresh.lua   a renewal
+ *   lua/lib/waiters.lua     the queue: join, prune, barging, hand_over
+ *   wait.go                 the waiter: its refusals, handedOver
+ *   acquire.go              a try's reply, late or in time
+ *   internal/watchdog       a lease's deadline, sent + TTL: Lost() then
+ *
+ * Time is a clock process whose ticks count every timer down at once:
+ * Redis' key TTLs and waiters' liveness, the clients' lease deadlines and
+ * the time since each request was sent. Between any two steps of a
+ * client any number of ticks may pass (a slow or paused process); a
+ * request runs at Redis as one atomic step some ticks after it was sent,
+ * or never; its reply comes some ticks later, or never; a pub/sub message
+ * may be lost; a waiter may try again at any time (a message, its timer,
+ * a heartbeat's "try now", an error); one client may crash at any step
+ * and one waiter give up, each starting again with a new token. Redis
+ * keeps its data, unless RESTART is set.
+ *
+ * Properties, asserted at every grant, by a try's reply or a hand-off:
+ *   exclusive  no other client holds a lease whose deadline has not
+ *              passed (one that has passed has seen Lost());
+ *   fifo       (FAIR) no waiter Redis keeps alive is ahead in the queue.
+ * Each BROKEN_* variant drops one rule the code keeps, and the checker
+ * must reject it; RESTART must fail too (the documented window).
+ */
+
+#ifndef N
+#define N 2             /* clients */
+#endif
+#ifndef ACQ
+#define ACQ 2           /* acquisitions per client, each its own token */
+#endif
+#define NT (N*ACQ+1)    /* tokens 1..N*ACQ; 0: none */
+#ifndef T
+#define T 3             /* lease TTL, in ticks */
+#endif
+#define LIVE 2          /* waiter liveness timeout: also a hand-off's lease */
+#define HOLD 1          /* ticks a holder keeps the lock before Unlock */
+#ifdef FAIR
+#define STARVE 0        /* FairMutex: no barging */
+#else
+#define STARVE 1        /* Mutex: a newcomer may barge while the first
+                           waiter has waited less (starve_us) */
+#endif
+#define CLIENT(t) (((t) - 1) / ACQ)
+
+mtype = { wake, grant };
+
+/* Redis */
+byte owner;             /* the owner key: the holder's token; 0: free */
+byte ttl;               /* its PTTL */
+byte q[NT];             /* the queue in arrival order, 0-terminated */
+byte alive[NT];         /* a token's liveness left; 0: past its deadline */
+byte age[NT];           /* a token's barging window left (Mutex) */
+chan inbox[N] = [1] of { mtype, byte };  /* pub/sub, by the hub */
+
+/* Clients, by index */
+byte lease[N];          /* ticks to the lease's deadline; > 0 while held */
+byte hold[N];           /* ticks left before the holder unlocks */
+/* Elapsed ticks, plus one (0: nothing to count): */
+byte el[N];             /* since the try in flight was sent */
+byte er[N];             /* since the last refusal taken in was sent */
+byte en[N];             /* since the renewal in flight was sent */
+
+#define LOSE    true    /* a message, request or reply may be lost */
+byte crashes = 1;       /* crashes, and waiters that give up: one each */
+byte giveups = 1;
+#define CRASH(i)  (crashes > 0) -> crashes--
+#define GIVEUP(i) (giveups > 0) -> giveups--
+
+#define dec(x)      if :: x > 0 -> x-- :: else fi
+#define inc(x, cap) if :: x > 0 && x <= cap -> x++ :: else fi
+
+/* The clock: one tick. */
+active proctype clock() {
+  byte k;
+  do
+  :: d_step {
+       if
+       :: ttl > 0 -> ttl--; if :: ttl == 0 -> owner = 0 :: else fi
+       :: else
+       fi;
+       k = 1;
+       do
+       :: k < NT -> dec(alive[k]); dec(age[k]); k++
+       :: else -> break
+       od;
+       k = 0;
+       do
+       :: k < N ->
+          dec(lease[k]); dec(hold[k]);
+          inc(el[k], T); inc(er[k], LIVE); inc(en[k], T);
+          k++
+       :: else -> break
+       od;
+       k = 0
+     }
+  od
+}
+
+/* The queue (lib/waiters.lua) */
+
+inline qfind(t, pos) {
+  pos = 0;
+  do
+  :: pos < NT - 1 && q[pos] != 0 && q[pos] != t -> pos++
+  :: else -> break
+  od
+}
+
+/* qremove takes t out of the queue (drop_waiters), and tells whether
+   it was first. */
+inline qremove(t, wasFirst) {
+  qfind(t, k);
+  wasFirst = (k == 0 && q[0] == t && t != 0);
+  if
+  :: q[k] == t && t != 0 ->
+     do
+     :: k < NT - 2 -> q[k] = q[k + 1]; k++
+     :: else -> break
+     od;
+     q[NT - 2] = 0;
+     alive[t] = 0; age[t] = 0
+  :: else
+  fi;
+  k = 0
+}
+
+/* prune drops waiters past their liveness deadline (prune_waiters). */
+inline prune() {
+  j = 0;
+  do
+  :: j < NT - 1 && q[j] != 0 && alive[q[j]] == 0 ->
+     age[q[j]] = 0;
+     k = j;
+     do
+     :: k < NT - 2 -> q[k] = q[k + 1]; k++
+     :: else -> break
+     od;
+     q[NT - 2] = 0
+  :: j < NT - 1 && q[j] != 0 && alive[q[j]] > 0 -> j++
+  :: else -> break
+  od;
+  j = 0; k = 0
+}
+
+/* join puts t at the end of the queue unless it is in it, and renews
+   its liveness (join_queue). */
+inline join(t) {
+  qfind(t, k);
+  if
+  :: q[k] != t -> q[k] = t; age[t] = STARVE
+  :: else
+  fi;
+  alive[t] = LIVE;
+  k = 0
+}
+
+/* fifo asserts, for a FairMutex, that t is granted the lock with no live
+   waiter ahead of it in the queue (all of them when t is a newcomer). */
+inline fifo(t) {
+#ifndef FAIR
+  skip
+#else
+  j = 0;
+  do
+  :: j < NT - 1 && q[j] != 0 && q[j] != t -> assert(alive[q[j]] == 0); j++
+  :: else -> break
+  od
+#endif
+}
+
+/* publish sends m for t on the pub/sub channel of t's client; it may be
+   lost, and is when the subscriber's buffer is full. */
+inline publish(m, t) {
+  if
+  :: nfull(inbox[CLIENT(t)]) -> inbox[CLIENT(t)]!m, t
+  :: LOSE
+  fi
+}
+
+/* handOver gives a lock just let go to the first live waiter, or wakes
+   it while newcomers may still barge in (hand_over). */
+inline handOver() {
+  prune();
+  if
+  :: q[0] == 0
+  :: q[0] != 0 && age[q[0]] > 0 -> publish(wake, q[0])
+  :: q[0] != 0 && age[q[0]] == 0 ->
+     head = q[0];
+     fifo(head);
+     owner = head;
+     ttl = alive[head];   /* until its liveness deadline (at least 1) */
+     qremove(head, first);
+     publish(grant, head);
+     head = 0; first = 0
+  fi
+}
+
+/* refused notes, for a refusal of t's try or heartbeat, whether a grant
+   for t waits unread: it was sent before this refusal, so the client
+   that reads the refusal must not take it (handedOver's at < refusedAt). */
+inline refused(t, kill) {
+  kill = inbox[CLIENT(t)]??[grant, eval(t)]
+}
+
+/* mayTake is may_take: a free lock goes to t when nobody waits, t is
+   first, or a newcomer may still barge in. */
+#ifdef BROKEN_BARGE
+#define mayTake(t) true         /* a free lock to whoever asks */
+#else
+#define mayTake(t) (q[0] == 0 || q[0] == t || age[q[0]] > 0)
+#endif
+
+/* acquire is queue_acquire.lua with join: it sets ok, or the wait and
+   kill of a refusal. */
+inline acquire(t) {
+  ok = 0;
+  if
+  :: owner == t -> ttl = T; ok = 1          /* a try sent again */
+  :: owner == 0 ->
+     prune();
+     if
+     :: mayTake(t) -> fifo(t); qremove(t, first); owner = t; ttl = T; ok = 1
+     :: else -> join(t); refused(t, kill)
+     fi
+  :: owner != 0 && owner != t ->
+     join(t); refused(t, kill)
+  fi
+}
+
+/* beat is beat_queue: ok (try now), or the kill of a refusal. */
+inline beat(t) {
+  ok = 0;
+  qfind(t, k);
+  if
+  :: owner == t -> ok = 1
+  :: owner != 0 && q[k] != t -> ok = 1
+  :: owner != 0 && q[k] == t -> alive[t] = LIVE; refused(t, kill)
+  :: owner == 0 ->
+     prune();
+     qfind(t, k);
+     if
+     :: q[0] == 0 || q[0] == t || q[k] != t -> ok = 1
+     :: else -> alive[t] = LIVE; refused(t, kill)
+     fi
+  fi;
+  k = 0
+}
+
+/* release is queue_release.lua. */
+inline release(t) {
+#ifdef BROKEN_RELEASE
+  if :: owner != 0 -> owner = 0; ttl = 0; handOver() :: else fi
+#else
+  if :: owner == t -> owner = 0; ttl = 0; handOver() :: else fi
+#endif
+}
+
+/* leave is queue_leave.lua: a waiter gives up. */
+inline leave(t) {
+  qremove(t, first);
+  if
+  :: owner == t -> owner = 0; ttl = 0; handOver()
+  :: owner == 0 && first -> handOver()
+  :: else
+  fi
+}
+
+/* exclusive asserts that client i, granted the lock at this step, is
+   its only holder whose lease has not run out; i holds it for HOLD. */
+inline exclusive(i) {
+  assert(lease[i] > 0);
+  j = 0;
+  do
+  :: j < N -> assert(j == i || lease[j] == 0); j++
+  :: else -> break
+  od;
+  j = 0;
+  hold[i] = HOLD
+}
+
+/* drain drops what the client's subscription holds: a new token's
+   waiter hears nothing sent for an old one. */
+inline drain(i) {
+  do
+  :: inbox[i]?_, _
+  :: empty(inbox[i]) -> break
+  od
+}
+
+/* stale drops a grant for t that waits unread if kill says it was sent
+   before the refusal just taken in: handedOver's at < refusedAt. */
+#ifdef BROKEN_STALE
+#define stale(t, kill) skip
+#else
+#define stale(t, kill) \
+  if \
+  :: kill && inbox[i]??[grant, eval(t)] -> inbox[i]??grant, eval(t) \
+  :: else \
+  fi
+#endif
+
+/* A waiter may try again at any time: for a message, its timer, a
+   heartbeat's "try now", or a transient error. Its place is kept by its
+   tries and heartbeats; both set the time its hand-off deadline counts
+   from (s.refused). */
+proctype client(byte i) {
+  byte g, t, j, k, head, kill;
+  bit ok, first;
+try:
+  atomic {
+    if
+    :: g == ACQ -> goto done
+    :: else
+    fi;
+    t = i * ACQ + g + 1; g++;
+    er[i] = 0; drain(i)
+  }
+again:
+  el[i] = 1;                                    /* a try sent */
+  if
+  :: atomic { acquire(t) }
+  :: LOSE -> el[i] = 0; goto again              /* lost, or timed out */
+  :: CRASH(i) -> goto crash
+  fi;
+  if
+  :: LOSE -> atomic { ok = 0; kill = 0; el[i] = 0; goto again }  /* reply lost */
+  :: CRASH(i) -> goto crash
+  :: atomic { ok && el[i] > T -> ok = 0; el[i] = 0; goto again }     /* late */
+  :: atomic { ok && el[i] <= T -> lease[i] = T + 1 - el[i]; ok = 0; el[i] = 0; er[i] = 0; exclusive(i); goto held }
+  :: atomic { !ok -> er[i] = el[i]; el[i] = 0; stale(t, kill); kill = 0 }  /* s.refused */
+  fi;
+  do                                            /* waiting */
+  :: goto again
+  :: atomic {                                   /* handedOver */
+       inbox[i]?[grant, eval(t)] -> inbox[i]?grant, eval(t);
+#ifdef BROKEN_DEADLINE
+       lease[i] = LIVE;                         /* from now, not s.refused */
+#else
+       if
+       :: er[i] > 0 && er[i] <= LIVE -> lease[i] = LIVE + 1 - er[i]
+       :: else
+       fi;
+#endif
+       if
+       :: lease[i] > 0 -> er[i] = 0; exclusive(i); goto held
+       :: else -> goto again
+       fi
+     }
+  :: atomic {                                   /* for an old token, or a wake-up */
+       nempty(inbox[i]) && !inbox[i]?[grant, eval(t)] -> inbox[i]?_, _
+     }
+  :: atomic {                                   /* a heartbeat */
+       beat(t);
+       if
+       :: ok -> ok = 0                          /* try now */
+       :: else -> er[i] = 1; stale(t, kill); kill = 0
+       fi
+     }
+  :: GIVEUP(i) -> atomic { er[i] = 0; if :: leave(t) :: LOSE fi; goto try }
+  :: CRASH(i) -> goto crash
+  od;
+held:
+  do
+  :: lease[i] == 0 -> goto lost                 /* Lost() */
+  :: hold[i] == 0 -> break                      /* Unlock */
+  :: lease[i] == 1 && hold[i] > 0 ->            /* a renewal, as the
+                                                   lease nears its end */
+     en[i] = 1;
+     if
+     :: atomic { ok = (owner == t); if :: ok -> ttl = T :: else fi }
+        atomic {
+          if
+          :: ok && lease[i] > 0 && T + 1 - en[i] > lease[i] -> lease[i] = T + 1 - en[i]
+          :: !ok -> lease[i] = 0
+          :: else
+          fi;
+          en[i] = 0; ok = 0
+        }
+     :: LOSE -> en[i] = 0                       /* no news */
+     fi
+  :: CRASH(i) -> goto crash
+  od;
+  atomic { lease[i] = 0; hold[i] = 0 };
+  if
+  :: atomic { release(t) }
+  :: LOSE
+  :: CRASH(i) -> goto crash
+  fi;
+  goto try;
+lost:
+  hold[i] = 0;
+  if
+  :: atomic { release(t) }                      /* Unlock after Lost() */
+  :: true
+  fi;
+  goto try;
+crash:
+  atomic { lease[i] = 0; hold[i] = 0; en[i] = 0; el[i] = 0; er[i] = 0; ok = 0; kill = 0 };
+  goto try;
+done:
+}
+
+#ifdef RESTART
+/* Redis restarts once without persistence: its data is gone. */
+active proctype restart() {
+  byte k;
+  atomic {
+    owner = 0; ttl = 0;
+    k = 0;
+    do
+    :: k < NT -> q[k] = 0; alive[k] = 0; age[k] = 0; k++
+    :: else -> break
+    od
+  }
+}
+#endif
+
+init {
+  byte i;
+  atomic {
+    i = 0;
+    do
+    :: i < N -> run client(i); i++
+    :: else -> break
+    od
+  }
+}
+
