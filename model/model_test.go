@@ -15,20 +15,33 @@ import (
 	"time"
 )
 
-// Assertions, as pan prints them when one fails.
+// What pan reports when a property fails: an assertion, as it prints
+// it, or an accepting cycle of an ltl formula.
 const (
-	exclusion = "lease[j]==0"    // exclusive: one holder whose lease runs
-	fifo      = "alive[q[j]]==0" // fifo: no live waiter ahead
+	exclusion = "lease[j]==0"      // granted: one holder whose lease runs
+	fifo      = "alive[q[j]]==0"   // fifo: no live waiter ahead
+	progress  = "acceptance cycle" // ltl progress: a waiter never served
 )
 
 // A check is one run of spin on a model.
 type check struct {
 	name    string
 	model   string   // a file in this directory
-	defines []string // passed to spin as -D
-	// violated is empty when the model must hold, else the assertion the
-	// checker must find violated.
+	defines []string // passed to spin as -D; PROGRESS checks the ltl formula
+	// violated is empty when the model must hold, else what the checker
+	// must find violated.
 	violated string
+}
+
+// liveness reports whether c checks the model's ltl formula (its
+// assertions too), under weak fairness, rather than its assertions alone.
+func (c check) liveness() bool {
+	for _, d := range c.defines {
+		if d == "PROGRESS" {
+			return true
+		}
+	}
+	return false
 }
 
 var checks = []check{
@@ -39,11 +52,15 @@ var checks = []check{
 	{"Mutex broken: hand-off older than the last refusal taken", "mutex.pml", []string{"BROKEN_STALE"}, exclusion},
 	{"FairMutex broken: newcomer takes a free lock past the queue", "mutex.pml", []string{"FAIR", "BROKEN_BARGE"}, fifo},
 	{"Mutex after a restart of Redis without persistence", "mutex.pml", []string{"RESTART"}, exclusion},
+	{"Mutex progress", "mutex.pml", []string{"PROGRESS", "N=3"}, ""},
+	{"FairMutex progress", "mutex.pml", []string{"PROGRESS", "N=3", "FAIR"}, ""},
+	{"Mutex progress broken: woken by messages alone", "mutex.pml", []string{"PROGRESS", "BROKEN_WAKEUP"}, progress},
 }
 
 // TestModels runs every check: spin generates the verifier, gcc builds
 // it, and it searches the whole state space (exhaustively: pan's
-// -DCOLLAPSE only compresses the states it stores).
+// -DCOLLAPSE only compresses the states it stores). A failure prints the
+// counterexample's last steps.
 func TestModels(t *testing.T) {
 	for _, tool := range []string{"spin", "gcc"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -100,10 +117,16 @@ func verify(t *testing.T, c check) result {
 		t.Fatal(err)
 	}
 	run(t, dir, "spin", append(spinDefines(c), "-a", c.model)...)
-	run(t, dir, "gcc", "-O2", "-w", "-DSAFETY", "-DCOLLAPSE", "-o", "pan", "pan.c")
+	gcc, args := []string{"-O2", "-w", "-DCOLLAPSE", "-o", "pan", "pan.c"}, []string{"-m1000000"}
+	if c.liveness() {
+		args = append(args, "-a", "-f") // accepting cycles, weak fairness
+	} else {
+		gcc = append(gcc, "-DSAFETY")
+	}
+	run(t, dir, "gcc", gcc...)
 	start := time.Now()
 	// pan's exit status says nothing of what it found: its report does.
-	pan := exec.Command("./pan", "-m1000000")
+	pan := exec.Command("./pan", args...)
 	pan.Dir = dir
 	b, _ := pan.CombinedOutput()
 	out := string(b)
@@ -115,6 +138,8 @@ func verify(t *testing.T, c check) result {
 	}
 	if m := violationRe.FindStringSubmatch(out); m != nil {
 		r.violation = m[1]
+	} else if strings.Contains(out, progress) {
+		r.violation = progress
 	}
 	if m := statesRe.FindStringSubmatch(out); m != nil {
 		r.states = m[1]

@@ -23,14 +23,20 @@
  * request runs at Redis as one atomic step some ticks after it was sent,
  * or never; its reply comes some ticks later, or never; a pub/sub message
  * may be lost; a waiter may try again at any time (a message, its timer,
- * a heartbeat's "try now", an error); one client may crash at any step
- * and one waiter give up, each starting again with a new token. Redis
- * keeps its data, unless RESTART is set.
+ * a heartbeat's "try now", an error; PROGRESS below says when it does);
+ * one client may crash at any step and one waiter give up, each starting
+ * again with a new token. Redis keeps its data, unless RESTART is set.
  *
  * Properties, asserted at every grant, by a try's reply or a hand-off:
- *   exclusive  no other client holds a lease whose deadline has not
+ *   granted    no other client holds a lease whose deadline has not
  *              passed (one that has passed has seen Lost());
  *   fifo       (FAIR) no waiter Redis keeps alive is ahead in the queue.
+ * With PROGRESS, the ltl formula progress: client 0, which neither
+ * crashes nor gives up, gets the lock whenever it wants it, under weak
+ * fairness, with two losses in all. Its waiters sleep as wait.go's do:
+ * until a message, their timer (armed with the wait a refusal tells), or
+ * a heartbeat's "try now"; and time passes only while every client waits
+ * for it (a live client acts promptly).
  * Each BROKEN_* variant drops one rule the code keeps, and the checker
  * must reject it; RESTART must fail too (the documented window).
  */
@@ -73,20 +79,60 @@ byte el[N];             /* since the try in flight was sent */
 byte er[N];             /* since the last refusal taken in was sent */
 byte en[N];             /* since the renewal in flight was sent */
 
-#define LOSE    true    /* a message, request or reply may be lost */
 byte crashes = 1;       /* crashes, and waiters that give up: one each */
 byte giveups = 1;
-#define CRASH(i)  (crashes > 0) -> crashes--
-#define GIVEUP(i) (giveups > 0) -> giveups--
+#ifdef PROGRESS
+/* Client 0 neither crashes nor gives up; two losses in all. */
+byte losses = 2;
+#define LOSE      atomic { losses > 0 -> losses-- }
+#define CRASH(i)  atomic { i != 0 && crashes > 0 -> crashes-- }
+#define GIVEUP(i) atomic { i != 0 && giveups > 0 -> giveups-- }
+bit want[N];            /* in Lock */
+byte timer[N];          /* a waiter's wake-up, when armed */
+bit armed[N];
+byte due[N];            /* ticks to its next heartbeat */
+#define BEAT 1
+#else
+#define LOSE      true  /* a message, request or reply may be lost */
+#define CRASH(i)  atomic { crashes > 0 -> crashes-- }
+#define GIVEUP(i) atomic { giveups > 0 -> giveups-- }
+#endif
+
+/* sleep arms a waiter's timer for w ticks (the wait a refusal tells),
+   tryNow for none (a heartbeat's "try now"), endWait disarms it; only
+   with PROGRESS: else a waiter may try again at any time. */
+#ifdef PROGRESS
+#ifdef BROKEN_WAKEUP
+#define sleep(w) skip                 /* only a message wakes it */
+#define tryNow() skip
+#else
+#define sleep(w) timer[i] = w; armed[i] = 1
+#define tryNow() timer[i] = 0; armed[i] = 1
+#endif
+#define endWait() want[i] = 0; armed[i] = 0; timer[i] = 0; due[i] = 0
+#define wanted() want[i] = 1
+#else
+#define sleep(w) skip
+#define tryNow() skip
+#define endWait() skip
+#define wanted() skip
+#endif
 
 #define dec(x)      if :: x > 0 -> x-- :: else fi
 #define inc(x, cap) if :: x > 0 && x <= cap -> x++ :: else fi
 
-/* The clock: one tick. */
+/* The clock: one tick. With PROGRESS, only once every client waits
+   for time: a live client acts promptly. */
+#ifdef PROGRESS
+#define TICK timeout
+#else
+#define TICK true
+#endif
 active proctype clock() {
   byte k;
   do
-  :: d_step {
+  :: atomic {
+       TICK;
        if
        :: ttl > 0 -> ttl--; if :: ttl == 0 -> owner = 0 :: else fi
        :: else
@@ -100,6 +146,9 @@ active proctype clock() {
        do
        :: k < N ->
           dec(lease[k]); dec(hold[k]);
+#ifdef PROGRESS
+          dec(timer[k]); dec(due[k]);
+#endif
           inc(el[k], T); inc(er[k], LIVE); inc(en[k], T);
           k++
        :: else -> break
@@ -233,27 +282,27 @@ inline acquire(t) {
      prune();
      if
      :: mayTake(t) -> fifo(t); qremove(t, first); owner = t; ttl = T; ok = 1
-     :: else -> join(t); refused(t, kill)
+     :: else -> join(t); wait = alive[q[0]]; refused(t, kill)
      fi
   :: owner != 0 && owner != t ->
-     join(t); refused(t, kill)
+     join(t); wait = ttl; refused(t, kill)
   fi
 }
 
-/* beat is beat_queue: ok (try now), or the kill of a refusal. */
+/* beat is beat_queue: ok (try now), or the wait and kill of a refusal. */
 inline beat(t) {
   ok = 0;
   qfind(t, k);
   if
   :: owner == t -> ok = 1
   :: owner != 0 && q[k] != t -> ok = 1
-  :: owner != 0 && q[k] == t -> alive[t] = LIVE; refused(t, kill)
+  :: owner != 0 && q[k] == t -> alive[t] = LIVE; wait = ttl; refused(t, kill)
   :: owner == 0 ->
      prune();
      qfind(t, k);
      if
      :: q[0] == 0 || q[0] == t || q[k] != t -> ok = 1
-     :: else -> alive[t] = LIVE; refused(t, kill)
+     :: else -> alive[t] = LIVE; wait = alive[q[0]]; refused(t, kill)
      fi
   fi;
   k = 0
@@ -278,9 +327,11 @@ inline leave(t) {
   fi
 }
 
-/* exclusive asserts that client i, granted the lock at this step, is
-   its only holder whose lease has not run out; i holds it for HOLD. */
-inline exclusive(i) {
+/* granted asserts that client i, granted the lock at this step, is
+   its only holder whose lease has not run out, and ends its wait; i
+   holds it for HOLD. */
+inline granted(i) {
+  endWait();
   assert(lease[i] > 0);
   j = 0;
   do
@@ -317,7 +368,7 @@ inline drain(i) {
    tries and heartbeats; both set the time its hand-off deadline counts
    from (s.refused). */
 proctype client(byte i) {
-  byte g, t, j, k, head, kill;
+  byte g, t, j, k, head, wait, kill;
   bit ok, first;
 try:
   atomic {
@@ -326,7 +377,8 @@ try:
     :: else
     fi;
     t = i * ACQ + g + 1; g++;
-    er[i] = 0; drain(i)
+    er[i] = 0; drain(i);
+    wanted()
   }
 again:
   el[i] = 1;                                    /* a try sent */
@@ -339,11 +391,32 @@ again:
   :: LOSE -> atomic { ok = 0; kill = 0; el[i] = 0; goto again }  /* reply lost */
   :: CRASH(i) -> goto crash
   :: atomic { ok && el[i] > T -> ok = 0; el[i] = 0; goto again }     /* late */
-  :: atomic { ok && el[i] <= T -> lease[i] = T + 1 - el[i]; ok = 0; el[i] = 0; er[i] = 0; exclusive(i); goto held }
-  :: atomic { !ok -> er[i] = el[i]; el[i] = 0; stale(t, kill); kill = 0 }  /* s.refused */
+  :: atomic { ok && el[i] <= T -> lease[i] = T + 1 - el[i]; ok = 0; el[i] = 0; er[i] = 0; granted(i); goto held }
+  :: atomic { !ok -> er[i] = el[i]; el[i] = 0; stale(t, kill); kill = 0; sleep(wait) }  /* s.refused */
   fi;
   do                                            /* waiting */
+  :: atomic { inbox[i]?[wake, eval(t)] -> inbox[i]?wake, eval(t); goto again }
+#ifdef PROGRESS
+  :: atomic { armed[i] && timer[i] == 0 -> goto again }
+  :: atomic {                                   /* a heartbeat */
+       due[i] == 0 -> due[i] = BEAT;
+       beat(t);
+       if
+       :: ok -> ok = 0; wait = 0; tryNow()
+       :: else -> er[i] = 1; stale(t, kill); kill = 0; sleep(wait)
+       fi
+     }
+#else
   :: goto again
+  :: atomic {                                   /* a heartbeat */
+       beat(t);
+       if
+       :: ok -> ok = 0                          /* try now */
+       :: else -> er[i] = 1; stale(t, kill); kill = 0
+       fi;
+       wait = 0
+     }
+#endif
   :: atomic {                                   /* handedOver */
        inbox[i]?[grant, eval(t)] -> inbox[i]?grant, eval(t);
 #ifdef BROKEN_DEADLINE
@@ -355,21 +428,14 @@ again:
        fi;
 #endif
        if
-       :: lease[i] > 0 -> er[i] = 0; exclusive(i); goto held
+       :: lease[i] > 0 -> er[i] = 0; granted(i); goto held
        :: else -> goto again
        fi
      }
-  :: atomic {                                   /* for an old token, or a wake-up */
-       nempty(inbox[i]) && !inbox[i]?[grant, eval(t)] -> inbox[i]?_, _
+  :: atomic {                                   /* for an old token */
+       nempty(inbox[i]) && !inbox[i]?[grant, eval(t)] && !inbox[i]?[wake, eval(t)] -> inbox[i]?_, _
      }
-  :: atomic {                                   /* a heartbeat */
-       beat(t);
-       if
-       :: ok -> ok = 0                          /* try now */
-       :: else -> er[i] = 1; stale(t, kill); kill = 0
-       fi
-     }
-  :: GIVEUP(i) -> atomic { er[i] = 0; if :: leave(t) :: LOSE fi; goto try }
+  :: GIVEUP(i) -> atomic { endWait(); er[i] = 0; if :: leave(t) :: LOSE fi; goto try }
   :: CRASH(i) -> goto crash
   od;
 held:
@@ -408,7 +474,7 @@ lost:
   fi;
   goto try;
 crash:
-  atomic { lease[i] = 0; hold[i] = 0; en[i] = 0; el[i] = 0; er[i] = 0; ok = 0; kill = 0 };
+  atomic { endWait(); lease[i] = 0; hold[i] = 0; en[i] = 0; el[i] = 0; er[i] = 0; ok = 0; kill = 0 };
   goto try;
 done:
 }
@@ -439,3 +505,8 @@ init {
   }
 }
 
+
+#ifdef PROGRESS
+/* A client that neither crashes nor gives up, and wants the lock, gets it. */
+ltl progress { [] (want[0] -> <> (lease[0] > 0)) }
+#endif
