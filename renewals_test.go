@@ -62,9 +62,14 @@ func holdMany(t *testing.T, ctx context.Context, c *dlock.Client, n int, ttl tim
 // stay held.
 func TestManyLeasesRenewTogetherAndLoseAlone(t *testing.T) {
 	srv, ctx := serve(t)
-	var renewed atomic.Int64
+	var started, ended, renewed atomic.Int64
 	c, _, cnt := newClient(t, srv, dlock.WithHooks(dlock.Hooks{
+		RenewStart: func(ctx context.Context, _ dlock.LeaseInfo, _ bool) context.Context {
+			started.Add(1)
+			return ctx
+		},
 		RenewEnd: func(_ context.Context, _ dlock.LeaseInfo, err error) {
+			ended.Add(1)
 			if err == nil {
 				renewed.Add(1)
 			}
@@ -72,14 +77,27 @@ func TestManyLeasesRenewTogetherAndLoseAlone(t *testing.T) {
 	}))
 	const perKind, ttl = 250, 1500 * time.Millisecond
 	leases := holdMany(t, ctx, c, perKind, ttl)
+	// between waits until no renewal is under way, so that the commands
+	// counted are those of the renewals counted (on a busy machine a
+	// round's replies may come long after it was sent).
+	between := func() {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); started.Load() != ended.Load(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("renewals under way for 10s")
+			}
+		}
+	}
 
 	// Round trips while holding, once the first renewals (which load
 	// the scripts) are done.
 	time.Sleep(ttl / 2)
+	between()
 	trips, cmds, renewals := cnt.trips.Load(), cnt.Load(), renewed.Load()
 
 	const period = 3 * time.Second
 	time.Sleep(period)
+	between()
 	trips, cmds, renewals = cnt.trips.Load()-trips, cnt.Load()-cmds, renewed.Load()-renewals
 	perLease := float64(renewals) / float64(len(leases))
 	t.Logf("%d leases for %v: %d round trips, %d commands, %d renewals (%.1f per lease)", len(leases), period, trips, cmds, renewals, perLease)
