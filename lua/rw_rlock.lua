@@ -23,10 +23,11 @@ prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 local mine = redis.call('ZSCORE', KEYS[3], tok)
 if mine then
   -- A try sent again after its reply was lost: the caller counts the
-  -- share's TTL from this try, so Redis must too.
+  -- share's TTL from this try, so Redis must too; never less than it
+  -- did (the first try may run after a Refresh made the share longer).
   local ttl = tonumber(ARGV[2])
   if ttl > 0 then
-    redis.call('ZADD', KEYS[4], int(now_ms + ttl), tok)
+    redis.call('ZADD', KEYS[4], 'GT', int(now_ms + ttl), tok)
     expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
   end
   return {1, tonumber(mine)}

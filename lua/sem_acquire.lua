@@ -44,8 +44,12 @@ end
 if mine and beat then
   return try_now(now) -- handed to the waiter
 elseif mine then
+  -- A try sent again after its reply was lost, or a waiter's finding the
+  -- permits handed to it: the lease lasts at least ttl from now, never
+  -- less than it did (the first try may run after a Refresh made it
+  -- longer).
   local deadline = deadline_of(ttl, now_ms)
-  redis.call('ZADD', KEYS[3], deadline, tok)
+  redis.call('ZADD', KEYS[3], 'GT', deadline, tok)
   outlive(KEYS[1], KEYS[3], deadline, now_ms, false)
   return {1, mine.fence}
 end

@@ -39,9 +39,10 @@ if mine then
     return try_now(now) -- handed to the waiter
   elseif e and e > now_ms then
     -- A try sent again after its reply was lost: the caller counts the
-    -- lease's TTL from this try, so Redis must too.
+    -- lease's TTL from this try, so Redis must too; never less than it
+    -- did (the first try may run after a Refresh made the lease longer).
     if ttl > 0 then
-      redis.call('ZADD', KEYS[3], int(math.ceil(now / 1000) + ttl), mine)
+      redis.call('ZADD', KEYS[3], 'GT', int(math.ceil(now / 1000) + ttl), mine)
     else
       redis.call('ZADD', KEYS[3], '+inf', mine)
     end

@@ -93,14 +93,16 @@ end
 -- retried returns the fence of tok's lease when holder (parsed, or nil)
 -- shows tok holding it already: a try sent again after its reply was
 -- lost, or a waiter's try finding the lock handed to it (see hand_over).
--- The caller counts the lease's TTL from this try, so it sets ttl_ms (0:
--- no expiry) anew. It returns nil for any other holder.
+-- The caller counts the lease's TTL from this try, so the key lives at
+-- least ttl_ms (0: no expiry) from now; never less than it did, since the
+-- first try may run after the second, and after a Refresh that made the
+-- lease longer. It returns nil for any other holder.
 local function retried(owner, holder, tok, ttl_ms)
   if not holder or holder.tok ~= tok then
     return nil
   end
   if ttl_ms > 0 then
-    redis.call('PEXPIRE', owner, ttl_ms)
+    redis.call('PEXPIRE', owner, ttl_ms, 'GT')
   else
     redis.call('PERSIST', owner)
   end
