@@ -50,6 +50,7 @@ var checks = []check{
 	{"Mutex broken: release without the token check", "mutex.pml", []string{"BROKEN_RELEASE"}, exclusion},
 	{"Mutex broken: hand-off lease counted from its message", "mutex.pml", []string{"BROKEN_DEADLINE"}, exclusion},
 	{"Mutex broken: hand-off older than the last refusal taken", "mutex.pml", []string{"BROKEN_STALE"}, exclusion},
+	{"Mutex broken: hand-off older than the last heartbeat's refusal", "mutex.pml", []string{"BROKEN_BEATSTALE"}, exclusion},
 	{"FairMutex broken: newcomer takes a free lock past the queue", "mutex.pml", []string{"FAIR", "BROKEN_BARGE"}, fifo},
 	{"Mutex after a restart of Redis without persistence", "mutex.pml", []string{"RESTART"}, exclusion},
 	{"Mutex progress", "mutex.pml", []string{"PROGRESS", "N=3"}, ""},

@@ -285,7 +285,7 @@ inline acquire(t) {
      :: else -> join(t); wait = alive[q[0]]; refused(t, kill)
      fi
   :: owner != 0 && owner != t ->
-     join(t); wait = ttl; refused(t, kill)
+     prune(); join(t); wait = ttl; refused(t, kill)
   fi
 }
 
@@ -352,7 +352,8 @@ inline drain(i) {
 }
 
 /* stale drops a grant for t that waits unread if kill says it was sent
-   before the refusal just taken in: handedOver's at < refusedAt. */
+   before the refusal of a try just taken in (handedOver's at <
+   refusedAt); beatStale, before a heartbeat's refusal. */
 #ifdef BROKEN_STALE
 #define stale(t, kill) skip
 #else
@@ -361,6 +362,11 @@ inline drain(i) {
   :: kill && inbox[i]??[grant, eval(t)] -> inbox[i]??grant, eval(t) \
   :: else \
   fi
+#endif
+#if defined(BROKEN_STALE) || defined(BROKEN_BEATSTALE)
+#define beatStale(t, kill) skip
+#else
+#define beatStale(t, kill) stale(t, kill)
 #endif
 
 /* A waiter may try again at any time: for a message, its timer, a
@@ -384,17 +390,21 @@ again:
   el[i] = 1;                                    /* a try sent */
   if
   :: atomic { acquire(t) }
-  :: LOSE -> el[i] = 0; goto again              /* lost, or timed out */
+  :: LOSE -> el[i] = 0; tryNow(); goto waiting  /* lost, or timed out */
   :: CRASH(i) -> goto crash
   fi;
   if
-  :: LOSE -> atomic { ok = 0; kill = 0; el[i] = 0; goto again }  /* reply lost */
+  :: LOSE -> atomic { ok = 0; kill = 0; el[i] = 0; tryNow(); goto waiting }  /* reply lost */
   :: CRASH(i) -> goto crash
-  :: atomic { ok && el[i] > T -> ok = 0; el[i] = 0; goto again }     /* late */
+  :: atomic { ok && el[i] > T -> ok = 0; el[i] = 0; tryNow(); goto waiting }  /* late */
   :: atomic { ok && el[i] <= T -> lease[i] = T + 1 - el[i]; ok = 0; el[i] = 0; er[i] = 0; granted(i); goto held }
   :: atomic { !ok -> er[i] = el[i]; el[i] = 0; stale(t, kill); kill = 0; sleep(wait) }  /* s.refused */
   fi;
-  do                                            /* waiting */
+  /* A try that met an error, or a late reply, sleeps before the next
+     one as a refused one does: it may read a hand-off or a heartbeat's
+     reply meanwhile. */
+waiting:
+  do
   :: atomic { inbox[i]?[wake, eval(t)] -> inbox[i]?wake, eval(t); goto again }
 #ifdef PROGRESS
   :: atomic { armed[i] && timer[i] == 0 -> goto again }
@@ -403,7 +413,7 @@ again:
        beat(t);
        if
        :: ok -> ok = 0; wait = 0; tryNow()
-       :: else -> er[i] = 1; stale(t, kill); kill = 0; sleep(wait)
+       :: else -> er[i] = 1; beatStale(t, kill); kill = 0; sleep(wait)
        fi
      }
 #else
@@ -412,7 +422,7 @@ again:
        beat(t);
        if
        :: ok -> ok = 0                          /* try now */
-       :: else -> er[i] = 1; stale(t, kill); kill = 0
+       :: else -> er[i] = 1; beatStale(t, kill); kill = 0
        fi;
        wait = 0
      }
