@@ -41,11 +41,15 @@ func TestTryAgainNeverShortensALease(t *testing.T) {
 			func() (*Lease, error) { return rival.RWMutex("again/rw").TryLock(ctx) }},
 		{"MutexSet",
 			func() (*Lease, error) { return c.MutexSet("again/set", opt).TryAcquire(ctx) },
-			func(tok string) (attempt, error) { return c.MutexSet("again/set", opt).acquisition("", false).try(ctx, tok) },
+			func(tok string) (attempt, error) {
+				return c.MutexSet("again/set", opt).acquisition("", false).try(ctx, tok)
+			},
 			func() (*Lease, error) { return rival.MutexSet("again/set").TryAcquire(ctx) }},
 		{"Semaphore",
 			func() (*Lease, error) { return c.Semaphore("again/sem", 1, opt).TryAcquire(ctx, 1) },
-			func(tok string) (attempt, error) { return c.Semaphore("again/sem", 1, opt).acquisition(1, false).try(ctx, tok) },
+			func(tok string) (attempt, error) {
+				return c.Semaphore("again/sem", 1, opt).acquisition(1, false).try(ctx, tok)
+			},
 			func() (*Lease, error) { return rival.Semaphore("again/sem", 1).TryAcquire(ctx, 1) }},
 	} {
 		t.Run(k.name, func(t *testing.T) {
