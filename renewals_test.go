@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -82,10 +83,13 @@ func TestManyLeasesRenewTogetherAndLoseAlone(t *testing.T) {
 	// round's replies may come long after it was sent).
 	between := func() {
 		t.Helper()
-		for end := time.Now().Add(10 * time.Second); started.Load() != ended.Load(); time.Sleep(time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatal("renewals under way for 10s")
+		if err := eventually(ctx, 10*time.Second, func() error {
+			if started.Load() != ended.Load() {
+				return errors.New("renewals under way for 10s")
 			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 	}
 

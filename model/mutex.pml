@@ -168,6 +168,15 @@ inline qfind(t, pos) {
   od
 }
 
+/* shiftOut closes the queue's gap at k, moving k (k is spent). */
+inline shiftOut(k) {
+  do
+  :: k < NT - 2 -> q[k] = q[k + 1]; k++
+  :: else -> break
+  od;
+  q[NT - 2] = 0
+}
+
 /* qremove takes t out of the queue (drop_waiters), and tells whether
    it was first. */
 inline qremove(t, wasFirst) {
@@ -175,11 +184,7 @@ inline qremove(t, wasFirst) {
   wasFirst = (k == 0 && q[0] == t && t != 0);
   if
   :: q[k] == t && t != 0 ->
-     do
-     :: k < NT - 2 -> q[k] = q[k + 1]; k++
-     :: else -> break
-     od;
-     q[NT - 2] = 0;
+     shiftOut(k);
      alive[t] = 0; age[t] = 0
   :: else
   fi;
@@ -193,11 +198,7 @@ inline prune() {
   :: j < NT - 1 && q[j] != 0 && alive[q[j]] == 0 ->
      age[q[j]] = 0;
      k = j;
-     do
-     :: k < NT - 2 -> q[k] = q[k + 1]; k++
-     :: else -> break
-     od;
-     q[NT - 2] = 0
+     shiftOut(k)
   :: j < NT - 1 && q[j] != 0 && alive[q[j]] > 0 -> j++
   :: else -> break
   od;
