@@ -110,13 +110,7 @@ var (
 func verify(t *testing.T, c check) result {
 	t.Helper()
 	dir := t.TempDir()
-	src, err := os.ReadFile(c.model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, c.model), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyModels(t, dir)
 	run(t, dir, "spin", append(spinDefines(c), "-a", c.model)...)
 	gcc, args := []string{"-O2", "-w", "-DCOLLAPSE", "-o", "pan", "pan.c"}, []string{"-m1000000"}
 	if c.liveness() {
@@ -149,6 +143,24 @@ func verify(t *testing.T, c check) result {
 		r.depth = m[1]
 	}
 	return r
+}
+
+// copyModels copies the models, and what they include, into dir.
+func copyModels(t *testing.T, dir string) {
+	t.Helper()
+	files, err := filepath.Glob("*.pml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no models here (%v)", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // trail replays the counterexample pan left in dir for c, for a

@@ -79,55 +79,9 @@ byte el[N];             /* since the try in flight was sent */
 byte er[N];             /* since the last refusal taken in was sent */
 byte en[N];             /* since the renewal in flight was sent */
 
-byte crashes = 1;       /* crashes, and waiters that give up: one each */
-byte giveups = 1;
-#ifdef PROGRESS
-/* Client 0 neither crashes nor gives up; two losses in all. */
-byte losses = 2;
-#define LOSE      atomic { losses > 0 -> losses-- }
-#define CRASH(i)  atomic { i != 0 && crashes > 0 -> crashes-- }
-#define GIVEUP(i) atomic { i != 0 && giveups > 0 -> giveups-- }
-bit want[N];            /* in Lock */
-byte timer[N];          /* a waiter's wake-up, when armed */
-bit armed[N];
-byte due[N];            /* ticks to its next heartbeat */
-#define BEAT 1
-#else
-#define LOSE      true  /* a message, request or reply may be lost */
-#define CRASH(i)  atomic { crashes > 0 -> crashes-- }
-#define GIVEUP(i) atomic { giveups > 0 -> giveups-- }
-#endif
+#include "world.pml"
 
-/* sleep arms a waiter's timer for w ticks (the wait a refusal tells),
-   tryNow for none (a heartbeat's "try now"), endWait disarms it; only
-   with PROGRESS: else a waiter may try again at any time. */
-#ifdef PROGRESS
-#ifdef BROKEN_WAKEUP
-#define sleep(w) skip                 /* only a message wakes it */
-#define tryNow() skip
-#else
-#define sleep(w) timer[i] = w; armed[i] = 1
-#define tryNow() timer[i] = 0; armed[i] = 1
-#endif
-#define endWait() want[i] = 0; armed[i] = 0; timer[i] = 0; due[i] = 0
-#define wanted() want[i] = 1
-#else
-#define sleep(w) skip
-#define tryNow() skip
-#define endWait() skip
-#define wanted() skip
-#endif
-
-#define dec(x)      if :: x > 0 -> x-- :: else fi
-#define inc(x, cap) if :: x > 0 && x <= cap -> x++ :: else fi
-
-/* The clock: one tick. With PROGRESS, only once every client waits
-   for time: a live client acts promptly. */
-#ifdef PROGRESS
-#define TICK timeout
-#else
-#define TICK true
-#endif
+/* The clock: one tick (see TICK in world.pml). */
 active proctype clock() {
   byte k;
   do
