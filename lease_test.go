@@ -142,6 +142,50 @@ func TestRefreshShorterTTLBringsLostForward(t *testing.T) {
 	}
 }
 
+// TestRefreshShorterTTLAnsweredLate: Redis applies a Refresh to a shorter
+// TTL at once, but its reply is slow. Lost() must close by the shorter
+// TTL counted from the Refresh's sending, before another client can take
+// the lock, not when the reply comes (found by model/election.pml).
+func TestRefreshShorterTTLAnsweredLate(t *testing.T) {
+	srv := redistest.Start(t)
+	const shorter, late = 200 * time.Millisecond, time.Second
+	slow := &hook{act: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		time.Sleep(late)
+		return err
+	}}
+	c1, _ := hooked(t, srv, slow)
+	c2, _, _ := newClient(t, srv)
+	ctx := t.Context()
+	l, err := c1.Mutex("m", dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 10*time.Second); err != nil { // loads the script: the next is one EVALSHA
+		t.Fatal(err)
+	}
+	slow.armed.Store(true)
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- l.Refresh(ctx, shorter) }()
+	defer func() { <-refreshed }()
+	deadline := time.Now().Add(late / 2)
+	var other *dlock.Lease
+	for other == nil {
+		if other, err = c2.Mutex("m").TryLock(ctx); errors.Is(err, dlock.ErrNotAcquired) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		} else if err != nil {
+			t.Fatalf("other client: %v (the refresh to %v should have let the lock go by now)", err, shorter)
+		}
+	}
+	defer other.Unlock(ctx)
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatalf("fence %d holds the mutex while the first lease (fence %d), refreshed to %v and waiting for the reply, has not closed Lost()",
+			other.Fence(), l.Fence(), shorter)
+	}
+}
+
 // flushInside is the body of a Do: it flushes Redis under the lease and
 // checks that its ctx is cancelled with cause ErrLost within ttl.
 func flushInside(t *testing.T, rdb *redis.Client, ttl time.Duration) func(ctx context.Context) error {

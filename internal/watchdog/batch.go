@@ -51,10 +51,10 @@ func (s *state) renewBatch(b Batch, ws []*watch) {
 	var limit time.Time
 	for i, w := range ws {
 		rs[i] = Renewal{Lease: w.d.cfg.Lease, TTL: w.ttl}
+		w.send(&renewal{f: f, sent: sent, ttl: w.ttl})
 		if l := earlier(w.deadline, sent.Add(w.ttl/3)); l.After(limit) {
 			limit = l
 		}
-		w.inflight = &renewal{f: f, sent: sent, ttl: w.ttl}
 		s.fix(w)
 	}
 	ctx, cancel := context.WithDeadline(autoContext, limit)

@@ -73,13 +73,22 @@ func (s *state) add(w *watch, renew bool) {
 
 // renewAlone sends w's renewal to ttl by itself, bounded by limit.
 func (s *state) renewAlone(w *watch, ctx context.Context, ttl time.Duration, limit time.Time, reply chan error) {
-	ctx, cancel := context.WithDeadline(ctx, limit)
-	f := &flight{watches: []*watch{w}, cancel: cancel, waiting: 1}
-	w.inflight = &renewal{f: f, sent: time.Now(), ttl: ttl, reply: reply}
+	f := &flight{watches: []*watch{w}, waiting: 1}
+	w.send(&renewal{f: f, sent: time.Now(), ttl: ttl, reply: reply})
+	ctx, f.cancel = context.WithDeadline(ctx, earlier(limit, w.deadline))
 	s.fix(w)
 	s.flights++
 	renew, out := w.d.cfg.Renew, s.outcomes
 	go func() { out <- outcome{f, []error{renew(ctx, ttl)}} }()
+}
+
+// send makes r w's renewal in flight. Redis may apply it as soon as it
+// is sent, whenever its reply comes, so a TTL that brings the lease's end
+// nearer moves the deadline at once: the key may expire, and another
+// client take the lock, before the reply says so.
+func (w *watch) send(r *renewal) {
+	w.inflight = r
+	w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
 }
 
 // request starts a Refresh's renewal, or queues it behind the one in
@@ -136,7 +145,6 @@ func (s *state) settle(w *watch, err error) {
 		s.lose(w, err)
 		return
 	default:
-		w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
 		if w.uncertain == 0 || r.ttl < w.uncertain {
 			w.uncertain = r.ttl
 		}
@@ -194,8 +202,8 @@ func (w *watch) expiry() error {
 }
 
 // end stops watching w: it answers every caller still waiting and
-// records the deadline and TTL reached, counting a renewal in flight as
-// one Redis may still apply.
+// records the deadline and TTL reached (a renewal in flight counted, see
+// send).
 func (s *state) end(w *watch) {
 	if w.index < 0 {
 		return
@@ -203,7 +211,6 @@ func (s *state) end(w *watch) {
 	heap.Remove(&s.watches, w.index)
 	w.d.lapse = w.expiry()
 	if r := w.inflight; r != nil {
-		w.deadline = earlier(w.deadline, w.d.bound(r.sent, r.ttl))
 		if r.reply != nil {
 			r.reply <- ErrStopped
 		}

@@ -446,6 +446,38 @@ func TestShorterRefreshMovesDeadlineEarlier(t *testing.T) {
 	}
 }
 
+// A shortening Refresh may be applied by Redis at once and answered
+// late: the deadline moves when it is sent, not when its reply comes, or
+// the holder would go on after the key expired and another client took
+// the lock (found by model/election.pml).
+func TestShorterRefreshInFlightMovesDeadlineEarlier(t *testing.T) {
+	t.Parallel()
+	const ttl, shorter, late = 2 * time.Second, 200 * time.Millisecond, time.Second
+	r := newRecorder()
+	replied := make(chan struct{})
+	w := r.watch(time.Now(), ttl, false, func(ctx context.Context, ttl time.Duration) error {
+		defer close(replied)
+		r.renewCalled(ctx, ttl)
+		time.Sleep(late) // applied, but its reply is slow, whatever ctx says
+		return nil
+	})
+	defer func() { <-replied }()
+	defer stopWithin(t, w, 2*late)
+	refreshed := refreshAsync(w, context.Background(), shorter)
+	at, ok := r.waitLost(2 * ttl)
+	if !ok {
+		t.Fatal("OnLost not called")
+	}
+	calls, _ := r.snapshot()
+	if !at.Before(calls[0].at.Add(shorter)) {
+		t.Errorf("OnLost ran %v after a Refresh to %v was sent, its reply still on the way; want before %v, "+
+			"when the key may have expired", at.Sub(calls[0].at), shorter, shorter)
+	}
+	if err := result(t, refreshed, 2*late); err == nil {
+		t.Errorf("Refresh returned nil for a lease lost before its reply")
+	}
+}
+
 // A shortening Refresh that fails may still have been applied by Redis:
 // the deadline moves as if it had been, and later successes are reckoned
 // with the shorter TTL too, until the next success.
