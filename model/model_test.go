@@ -18,9 +18,18 @@ import (
 // What pan reports when a property fails: an assertion, as it prints
 // it, or an accepting cycle of an ltl formula.
 const (
-	exclusion = "lease[j]==0"      // granted: one holder whose lease runs
-	fifo      = "alive[q[j]]==0"   // fifo: no live waiter ahead
-	progress  = "acceptance cycle" // ltl progress: a waiter never served
+	exclusion    = "lease[j]==0"      // granted: one holder whose lease runs (readers: readers only)
+	fifo         = "alive[q[j]]==0"   // fifo: no live waiter ahead
+	progress     = "acceptance cycle" // ltl progress: a waiter never served
+	writersFirst = "!(overtaken)"     // rwmutex: a reader past a writer that asked it to wait
+	capacity     = "inuse<=2"         // semaphore: the permits held fit in the size
+	asked        = "mem[i]==ask[i]"   // mutexset: a member named is the member held
+	order        = "age[q[j]]>0"      // mutexset, rwmutex: no live waiter past its barging window ahead
+	rising       = "f>fkey"           // election: a term not above the last
+	leaders      = "lead[j]==0"       // election: two leaders before their deadlines
+	ownValue     = "vterm==term"      // election: a term shown with another's value
+	told         = "(woken||down)"    // election: a change that wakes no follower
+	expiry       = "ftimer==0"        // election: a silent end the follower sleeps past
 )
 
 // A check is one run of spin on a model.
@@ -44,6 +53,19 @@ func (c check) liveness() bool {
 	return false
 }
 
+// Progress is checked twice for each queued primitive: two clients of two
+// acquisitions each (a client that comes back barges in), and three
+// clients of one (three-way interplay).
+var (
+	twoByTwo   = []string{"PROGRESS"}
+	threeByOne = []string{"PROGRESS", "N=3", "ACQ=1"}
+)
+
+// with returns defines with more added.
+func with(defines []string, more ...string) []string {
+	return append(append([]string(nil), defines...), more...)
+}
+
 var checks = []check{
 	{"Mutex", "mutex.pml", nil, ""},
 	{"FairMutex", "mutex.pml", []string{"FAIR"}, ""},
@@ -53,9 +75,71 @@ var checks = []check{
 	{"Mutex broken: hand-off older than the last heartbeat's refusal", "mutex.pml", []string{"BROKEN_BEATSTALE"}, exclusion},
 	{"FairMutex broken: newcomer takes a free lock past the queue", "mutex.pml", []string{"FAIR", "BROKEN_BARGE"}, fifo},
 	{"Mutex after a restart of Redis without persistence", "mutex.pml", []string{"RESTART"}, exclusion},
-	{"Mutex progress", "mutex.pml", []string{"PROGRESS", "N=3"}, ""},
-	{"FairMutex progress", "mutex.pml", []string{"PROGRESS", "N=3", "FAIR"}, ""},
-	{"Mutex progress broken: woken by messages alone", "mutex.pml", []string{"PROGRESS", "BROKEN_WAKEUP"}, progress},
+	{"Mutex progress, 2x2", "mutex.pml", twoByTwo, ""},
+	{"Mutex progress, 3x1", "mutex.pml", threeByOne, ""},
+	{"FairMutex progress, 2x2", "mutex.pml", with(twoByTwo, "FAIR"), ""},
+	{"FairMutex progress, 3x1", "mutex.pml", with(threeByOne, "FAIR"), ""},
+	{"Mutex progress broken: woken by messages alone", "mutex.pml", with(twoByTwo, "BROKEN_WAKEUP"), progress},
+
+	{"RWMutex, PreferWriters", "rwmutex.pml", nil, ""},
+	{"RWMutex, mixed modes", "rwmutex.pml", []string{"MIXED"}, ""},
+	{"RWMutex broken: a reader that ignores intentions", "rwmutex.pml", []string{"BROKEN_GIVEWAY"}, writersFirst},
+	{"RWMutex broken: a heartbeat that does not renew the intention", "rwmutex.pml", []string{"BROKEN_BEATINTENT"}, writersFirst},
+	{"RWMutex broken: writer's hand-off lease counted from its message", "rwmutex.pml", []string{"BROKEN_DEADLINE"}, exclusion},
+	{"RWMutex broken: writer's hand-off older than the last refusal taken", "rwmutex.pml", []string{"BROKEN_STALE"}, exclusion},
+	{"RWMutex broken: writer's hand-off older than the last heartbeat's refusal", "rwmutex.pml", []string{"BROKEN_BEATSTALE"}, exclusion},
+	{"RWMutex broken: a writer's try that does not count the readers", "rwmutex.pml", []string{"BROKEN_READERS"}, exclusion},
+	{"RWMutex broken: a writer's release without the token check", "rwmutex.pml", []string{"BROKEN_RELEASE"}, exclusion},
+	{"RWMutex broken: a newcomer writer takes a free lock past the line", "rwmutex.pml", []string{"BROKEN_BARGE"}, order},
+	{"RWMutex broken: a reader's release without the share check", "rwmutex.pml", with(threeByOne, "BROKEN_RUNLOCK"), exclusion},
+	{"RWMutex broken: a leaving first writer hands over a lock another writer holds", "rwmutex.pml", with(threeByOne, "BROKEN_LEAVEOWNER"), exclusion},
+	{"RWMutex broken: a reader's release hands over though readers remain", "rwmutex.pml", with(threeByOne, "BROKEN_LAST"), exclusion},
+	{"RWMutex broken: a writer's leave hands over past the readers", "rwmutex.pml", with(threeByOne, "BROKEN_LEAVE"), exclusion},
+	{"RWMutex after a restart of Redis without persistence", "rwmutex.pml", []string{"RESTART"}, exclusion},
+	{"RWMutex progress of a writer, 2x2", "rwmutex.pml", twoByTwo, ""},
+	{"RWMutex progress of a writer, 3x1", "rwmutex.pml", threeByOne, ""},
+	{"RWMutex progress of a reader, 3x1", "rwmutex.pml", with(threeByOne, "READER0"), ""},
+	{"RWMutex progress of a writer, mixed modes, 3x1", "rwmutex.pml", with(threeByOne, "MIXED"), ""},
+	{"RWMutex progress of a reader, mixed modes, 3x1", "rwmutex.pml", with(threeByOne, "MIXED", "READER0"), ""},
+	{"RWMutex progress of a writer, PreferReaders, 3x1", "rwmutex.pml", with(threeByOne, "PREFER_READERS"), ""},
+	{"RWMutex progress broken: a reader woken by messages alone", "rwmutex.pml", with(threeByOne, "READER0", "BROKEN_WAKEUP"), progress},
+
+	{"Semaphore", "semaphore.pml", nil, ""},
+	{"Semaphore broken: grant_waiters without the fit check", "semaphore.pml", []string{"BROKEN_FIT"}, capacity},
+	{"Semaphore broken: grant_waiters past the first that does not fit", "semaphore.pml", []string{"BROKEN_SKIP"}, fifo},
+	{"Semaphore broken: newcomer takes free permits past the queue", "semaphore.pml", []string{"BROKEN_BARGE"}, fifo},
+	{"Semaphore broken: release without the lease check", "semaphore.pml", []string{"BROKEN_RELEASE"}, capacity},
+	{"Semaphore broken: hand-off lease counted from its message", "semaphore.pml", []string{"BROKEN_DEADLINE"}, capacity},
+	{"Semaphore broken: hand-off older than the last refusal taken", "semaphore.pml", []string{"BROKEN_STALE"}, capacity},
+	{"Semaphore broken: hand-off older than the last heartbeat's refusal", "semaphore.pml", []string{"BROKEN_BEATSTALE"}, capacity},
+	{"Semaphore after a restart of Redis without persistence", "semaphore.pml", []string{"RESTART"}, capacity},
+	{"Semaphore progress, 2x2", "semaphore.pml", twoByTwo, ""},
+	{"Semaphore progress, 3x1", "semaphore.pml", threeByOne, ""},
+	{"Semaphore progress broken: woken by messages alone", "semaphore.pml", with(twoByTwo, "BROKEN_WAKEUP"), progress},
+
+	{"MutexSet", "mutexset.pml", nil, ""},
+	{"MutexSet broken: release without the token check", "mutexset.pml", []string{"BROKEN_RELEASE"}, exclusion},
+	{"MutexSet broken: hand-over to a waiter for another member", "mutexset.pml", []string{"BROKEN_MATCH"}, asked},
+	{"MutexSet broken: hand-off lease counted from its message", "mutexset.pml", []string{"BROKEN_DEADLINE"}, exclusion},
+	{"MutexSet broken: hand-off older than the last refusal taken", "mutexset.pml", []string{"BROKEN_STALE"}, exclusion},
+	{"MutexSet broken: hand-off older than the last heartbeat's refusal", "mutexset.pml", []string{"BROKEN_BEATSTALE"}, exclusion},
+	{"MutexSet broken: try takes a member past a waiter for it", "mutexset.pml", []string{"BROKEN_BARGE"}, order},
+	{"MutexSet after a restart of Redis without persistence", "mutexset.pml", []string{"RESTART"}, exclusion},
+	{"MutexSet progress, 2x2", "mutexset.pml", twoByTwo, ""},
+	{"MutexSet progress, 3x1", "mutexset.pml", threeByOne, ""},
+	{"MutexSet progress broken: woken by messages alone", "mutexset.pml", with(twoByTwo, "BROKEN_WAKEUP"), progress},
+
+	{"Election", "election.pml", nil, ""},
+	{"Election broken: a renewal in flight not counted (the defect it found)", "election.pml", []string{"BROKEN_INFLIGHT"}, leaders},
+	{"Election broken: a term issued again", "election.pml", []string{"BROKEN_FENCE"}, rising},
+	{"Election broken: a renewal's deadline counted from its reply", "election.pml", []string{"BROKEN_RENEW"}, leaders},
+	{"Election broken: proclaim without the token check", "election.pml", []string{"BROKEN_PROCLAIM"}, ownValue},
+	{"Election broken: a hand-over heard by its waiter alone", "election.pml", []string{"BROKEN_HANDOVER"}, told},
+	{"Election after a restart of Redis without persistence", "election.pml", []string{"RESTART"}, leaders},
+	{"Election following", "election.pml", []string{"PROGRESS"}, ""},
+	{"Election following broken: woken by messages alone", "election.pml", []string{"PROGRESS", "BROKEN_TIMER"}, progress},
+	{"Election following broken: a lease brought nearer its end unannounced", "election.pml", []string{"PROGRESS", "BROKEN_SOONER"}, expiry},
+	{"Election following broken: no wake-up once the hub is back", "election.pml", []string{"PROGRESS", "BROKEN_RESUB"}, progress},
 }
 
 // TestModels runs every check: spin generates the verifier, gcc builds
@@ -70,6 +154,7 @@ func TestModels(t *testing.T) {
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // one pan per core (go test's -parallel)
 			r := verify(t, c)
 			t.Logf("%s states stored, depth %s, %s", r.states, r.depth, r.took.Round(time.Second/10))
 			switch {

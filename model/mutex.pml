@@ -107,7 +107,7 @@ active proctype clock() {
           k++
        :: else -> break
        od;
-       k = 0
+       faults(k)
      }
   od
 }
@@ -190,6 +190,7 @@ inline fifo(t) {
 inline publish(m, t) {
   if
   :: nfull(inbox[CLIENT(t)]) -> inbox[CLIENT(t)]!m, t
+  :: full(inbox[CLIENT(t)])
   :: LOSE
   fi
 }
@@ -353,7 +354,7 @@ again:
   :: CRASH(i) -> goto crash
   :: atomic { ok && el[i] > T -> ok = 0; el[i] = 0; tryNow(); goto waiting }  /* late */
   :: atomic { ok && el[i] <= T -> lease[i] = T + 1 - el[i]; ok = 0; el[i] = 0; er[i] = 0; granted(i); goto held }
-  :: atomic { !ok -> er[i] = el[i]; el[i] = 0; stale(t, kill); kill = 0; sleep(wait) }  /* s.refused */
+  :: atomic { !ok -> er[i] = el[i]; el[i] = 0; stale(t, kill); kill = 0; sleep(wait); wait = 0 }  /* s.refused */
   fi;
   /* A try that met an error, or a late reply, sleeps before the next
      one as a refused one does: it may read a hand-off or a heartbeat's
@@ -368,7 +369,7 @@ waiting:
        beat(t);
        if
        :: ok -> ok = 0; wait = 0; tryNow()
-       :: else -> er[i] = 1; beatStale(t, kill); kill = 0; sleep(wait)
+       :: else -> er[i] = 1; beatStale(t, kill); kill = 0; sleep(wait); wait = 0
        fi
      }
 #else
