@@ -16,6 +16,6 @@ faults:
 	DLOCK_FAULT_PHASE=60s go test -run '^TestFaults$$' -v -count=1 -timeout 30m .
 
 # The protocol models (model/, docs/model.md): spin must hold each one and
-# reject each broken variant; about two minutes.
+# reject each broken variant; about seven minutes.
 model:
 	go test -count=1 -v ./model

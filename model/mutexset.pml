@@ -167,52 +167,10 @@ active proctype clock() {
   od
 }
 
-/* The queue (lib/waiters.lua), as in mutex.pml */
-
-inline qfind(t, pos) {
-  pos = 0;
-  do
-  :: pos < NT - 1 && q[pos] != 0 && q[pos] != t -> pos++
-  :: else -> break
-  od
-}
-
-/* shiftOut closes the queue's gap at k, moving k (k is spent). */
-inline shiftOut(k) {
-  do
-  :: k < NT - 2 -> q[k] = q[k + 1]; k++
-  :: else -> break
-  od;
-  q[NT - 2] = 0
-}
-
-/* qremove takes t out of the queue (drop_waiters, withdraw), and tells
-   whether it was first. */
-inline qremove(t, wasFirst) {
-  qfind(t, k);
-  wasFirst = (k == 0 && q[0] == t && t != 0);
-  if
-  :: q[k] == t && t != 0 ->
-     shiftOut(k);
-     alive[t] = 0; age[t] = 0
-  :: else
-  fi;
-  k = 0
-}
-
-/* prune drops waiters past their liveness deadline (prune_waiters). */
-inline prune() {
-  j = 0;
-  do
-  :: j < NT - 1 && q[j] != 0 && alive[q[j]] == 0 ->
-     age[q[j]] = 0;
-     k = j;
-     shiftOut(k)
-  :: j < NT - 1 && q[j] != 0 && alive[q[j]] > 0 -> j++
-  :: else -> break
-  od;
-  j = 0; k = 0
-}
+/* The queue (queue.pml): a token that leaves it loses its barging
+   window too. */
+#define dropped(t) age[t] = 0
+#include "queue.pml"
 
 /* join puts t at the end of the queue unless it is in it, and renews
    its liveness (join_queue); what it waits for is ask[CLIENT(t)]. */
