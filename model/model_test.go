@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,14 +45,7 @@ type check struct {
 
 // liveness reports whether c checks the model's ltl formula (its
 // assertions too), under weak fairness, rather than its assertions alone.
-func (c check) liveness() bool {
-	for _, d := range c.defines {
-		if d == "PROGRESS" {
-			return true
-		}
-	}
-	return false
-}
+func (c check) liveness() bool { return slices.Contains(c.defines, "PROGRESS") }
 
 // Progress is checked twice for each queued primitive: two clients of two
 // acquisitions each (a client that comes back barges in), and three

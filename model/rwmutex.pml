@@ -186,15 +186,7 @@ inline intents(n) {
   j = 0
 }
 
-/* publish sends m for t on the writers' channel of t's client; it may
-   be lost, and is when the subscriber's buffer is full. */
-inline publish(m, t) {
-  if
-  :: nfull(inbox[CLIENT(t)]) -> inbox[CLIENT(t)]!m, t
-  :: full(inbox[CLIENT(t)])
-  :: LOSE
-  fi
-}
+#include "inbox.pml"
 
 /* wakeReaders sends "all" on the readers' channel: each client waiting
    for a read share hears it, unless it is lost. */
@@ -245,12 +237,6 @@ inline nextWriter(wr) {
      publish(grant, head)
   fi;
   head = 0; first = 0
-}
-
-/* refused notes, for a refusal of t's try or heartbeat, whether a grant
-   for t waits unread (handedOver's at < refusedAt). */
-inline refused(t, kill) {
-  kill = inbox[CLIENT(t)]??[grant, eval(t)]
 }
 
 #ifdef BROKEN_BARGE
@@ -430,33 +416,6 @@ inline granted(i) {
   j = 0;
   hold[i] = HOLD
 }
-
-/* drain drops what the client's subscription holds: a new token's
-   waiter hears nothing sent for an old one. */
-inline drain(i) {
-  do
-  :: inbox[i]?_, _
-  :: empty(inbox[i]) -> break
-  od
-}
-
-/* stale drops a grant for t that waits unread if kill says it was sent
-   before the refusal of a try just taken in (handedOver's at <
-   refusedAt); beatStale, before a heartbeat's refusal. */
-#ifdef BROKEN_STALE
-#define stale(t, kill) skip
-#else
-#define stale(t, kill) \
-  if \
-  :: kill && inbox[i]??[grant, eval(t)] -> inbox[i]??grant, eval(t) \
-  :: else \
-  fi
-#endif
-#if defined(BROKEN_STALE) || defined(BROKEN_BEATSTALE)
-#define beatStale(t, kill) skip
-#else
-#define beatStale(t, kill) stale(t, kill)
-#endif
 
 /* mine: a message in the inbox is for this acquisition: a hand-off or
    wake-up for the writer's token, "all" for a reader. */

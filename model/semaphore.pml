@@ -190,15 +190,7 @@ inline fifo(t) {
   j = 0
 }
 
-/* publish sends m for t on the pub/sub channel of t's client; it may be
-   lost, and is when the subscriber's buffer is full. */
-inline publish(m, t) {
-  if
-  :: nfull(inbox[CLIENT(t)]) -> inbox[CLIENT(t)]!m, t
-  :: full(inbox[CLIENT(t)])
-  :: LOSE
-  fi
-}
+#include "inbox.pml"
 
 /* grantOne makes the waiter t (live, its place at k) a holder until its
    liveness deadline, out of the queue, and tells it. */
@@ -238,13 +230,6 @@ inline grantWaiters() {
   od;
 #endif
   head = 0; k = 0
-}
-
-/* refused notes, for a refusal of t's try or heartbeat, whether a grant
-   for t waits unread: it was sent before this refusal, so the client
-   that reads the refusal must not take it (handedOver's at < refusedAt). */
-inline refused(t, kill) {
-  kill = inbox[CLIENT(t)]??[grant, eval(t)]
 }
 
 /* waitFor sets the wait a refusal of t tells: until the liveness
@@ -356,33 +341,6 @@ inline granted(i) {
   j = 0; inuse = 0;
   hold[i] = HOLD
 }
-
-/* drain drops what the client's subscription holds: a new token's
-   waiter hears nothing sent for an old one. */
-inline drain(i) {
-  do
-  :: inbox[i]?_, _
-  :: empty(inbox[i]) -> break
-  od
-}
-
-/* stale drops a grant for t that waits unread if kill says it was sent
-   before the refusal of a try just taken in (handedOver's at <
-   refusedAt); beatStale, before a heartbeat's refusal. */
-#ifdef BROKEN_STALE
-#define stale(t, kill) skip
-#else
-#define stale(t, kill) \
-  if \
-  :: kill && inbox[i]??[grant, eval(t)] -> inbox[i]??grant, eval(t) \
-  :: else \
-  fi
-#endif
-#if defined(BROKEN_STALE) || defined(BROKEN_BEATSTALE)
-#define beatStale(t, kill) skip
-#else
-#define beatStale(t, kill) stale(t, kill)
-#endif
 
 /* A waiter may try again at any time: for a grant, its timer, a
    heartbeat's "try now", or a transient error. Its place is kept by its
