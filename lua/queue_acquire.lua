@@ -41,14 +41,19 @@ local function announce_taken(fence)
 end
 
 -- The common case, nobody waiting: one SET NX takes a free lock.
-local head, order = first_waiter(KEYS[3])
+local queued = redis.call('EXISTS', KEYS[3]) == 1
 local now = now_us()
-local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not head)
+local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not queued)
 if fence then
   return announce_taken(fence)
 end
+-- @helpers
 local now_ms = math.floor(now / 1000)
-head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
+local head, order
+if queued then
+  head, order = first_waiter(KEYS[3])
+  head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
+end
 if not holder and may_take(head, order, tok, now, tonumber(ARGV[6])) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).

@@ -35,23 +35,26 @@
 local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local beat = join == '2'
 local now = now_us()
-local now_ms = math.floor(now / 1000)
--- Readers are pruned as waiters are: their expiries are the alive set.
-local oldest, oldest_fence = first_waiter(KEYS[3])
-oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
-local head, order = first_waiter(KEYS[7])
+-- Any readers (live or not) or writers waiting?
+local busy = redis.call('EXISTS', KEYS[3], KEYS[7]) > 0
 local fence, w, mine
 if beat then
   w, mine = peek_owner(KEYS[1], tok)
 else
   -- Nobody reading or waiting: one SET NX takes the write side if free.
-  fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not oldest and not head)
+  fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not busy)
 end
 if mine then
   return try_now(now) -- handed to the waiter
 elseif fence then
   return {1, fence}
 end
+-- @helpers
+local now_ms = math.floor(now / 1000)
+-- Readers are pruned as waiters are: their expiries are the alive set.
+local oldest, oldest_fence = first_waiter(KEYS[3])
+oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
+local head, order = first_waiter(KEYS[7])
 head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
 local free = not w and not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
 if free and beat then

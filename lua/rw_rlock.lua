@@ -37,12 +37,12 @@ if w then
   return {0, redis.call('PTTL', KEYS[1]), w.fence}
 end
 if ARGV[4] == '1' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
-  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')[2]
-  if last then
+  -- The latest intention; the writers' tries clear out the dead ones.
+  local last = tonumber(redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')[2] or '0')
+  if last > now_ms then
     -- A dead writer's intention stops readers until its deadline, no longer.
     local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
-    return {0, tonumber(last) - now_ms, tonumber(oldest or '0')}
+    return {0, last - now_ms, tonumber(oldest or '0')}
   end
 end
 local fence = issue_fence(KEYS[2], now)

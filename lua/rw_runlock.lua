@@ -20,11 +20,15 @@ if redis.call('ZREM', KEYS[3], tok) == 0 then
 end
 redis.call('ZREM', KEYS[4], tok)
 redis.call('HDEL', KEYS[5], tok)
-if redis.call('ZCARD', KEYS[3]) == 0 then
-  -- Only waiting writers can be stopped by readers alone: readers waiting
-  -- behind an intention stay stopped by it.
-  next_writer(KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[2], '', ARGV[3], tonumber(ARGV[4]), false)
-else
+if redis.call('ZCARD', KEYS[3]) > 0 then
   expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+  return 1
 end
+-- The last share: only waiting writers can be stopped by readers alone
+-- (readers waiting behind an intention stay stopped by it).
+if redis.call('EXISTS', KEYS[7]) == 0 then
+  return 1
+end
+-- @helpers
+next_writer(KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[2], '', ARGV[3], tonumber(ARGV[4]), false)
 return 1

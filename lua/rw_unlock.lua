@@ -16,5 +16,11 @@ if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', KEYS[7]) == 0 then
+  -- No writer waits: the readers that do are woken (see next_writer).
+  redis.call(ARGV[2], ARGV[3], 'all')
+  return 1
+end
+-- @helpers
 next_writer(KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), true)
 return 1

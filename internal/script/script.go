@@ -9,6 +9,18 @@
 // defined before its first use: a script carries only what it uses, and a
 // helper is written once.
 //
+// Defining a helper costs Redis time on every call (Lua makes a closure
+// each time the definition runs), so a script whose common path returns
+// early may mark where its other paths begin with a line that reads
+// exactly
+//
+//	-- @helpers
+//
+// The helpers that only the code below such a line needs are defined
+// there instead of at the top, and a call that returns above it never
+// makes them. The line must stand at the script's top level, outside any
+// block, since Lua scopes a local function to its block.
+//
 // Scripts run with go-redis' Script.Run: EVALSHA, falling back to EVAL when
 // the server answers NOSCRIPT (after a restart or SCRIPT FLUSH).
 package script
@@ -100,7 +112,9 @@ func (l *Library) MustLoad(name string) *redis.Script {
 }
 
 // Source returns the text Load sends to Redis for the script name: the
-// helpers it uses, each after the helpers it calls, then the script.
+// helpers its first part uses, each after the helpers it calls, then that
+// part; then, for each part after a HelpersMark line, the helpers it
+// needs that are not defined yet, then the part.
 func (l *Library) Source(name string) (string, error) {
 	src, err := read(l.fsys, name)
 	if err != nil {
@@ -119,9 +133,30 @@ func (l *Library) Source(name string) (string, error) {
 			}
 		}
 	}
-	define(called(src))
-	b.WriteString(src)
+	for _, part := range parts(src) {
+		define(called(part))
+		b.WriteString(part)
+	}
 	return b.String(), nil
+}
+
+// HelpersMark is the line after which a script's helpers not needed
+// above it are defined (see the package comment).
+const HelpersMark = "-- @helpers"
+
+// parts splits a script at its HelpersMark lines, which are dropped.
+func parts(src string) []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(src) {
+		if strings.TrimRight(line, "\r\n") == HelpersMark {
+			out = append(out, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	return append(out, cur.String())
 }
 
 // Load reads the helpers of fsys and returns the script name with those it

@@ -42,6 +42,25 @@ func TestSourceCarriesOnlyTheHelpersItCallsEachBeforeItsUse(t *testing.T) {
 	}
 }
 
+func TestSourceDefinesHelpersAtTheMarkWhenOnlyTheRestNeedsThem(t *testing.T) {
+	fast, slow := "if KEYS[1] then return a() end\n", "return b() + d(1)\n"
+	src, err := Source(withScript("s.lua", header+fast+HelpersMark+"\n"+slow), "s.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(src, HelpersMark) {
+		t.Errorf("source keeps the mark:\n%s", src)
+	}
+	if n := strings.Count(src, "local function a()"); n != 1 {
+		t.Errorf("a defined %d times, want once:\n%s", n, src)
+	}
+	at := func(s string) int { return strings.Index(src, s) }
+	if !(at("function a") < at(fast) && at(fast) < at("function b") && at(fast) < at("function d") &&
+		at("function b") < at(slow) && at("function d") < at(slow)) {
+		t.Errorf("helpers not defined where first needed:\n%s", src)
+	}
+}
+
 func TestSourceWithoutHelpersIsTheScript(t *testing.T) {
 	src := header + "return 1\n"
 	got, err := Source(withScript("s.lua", src), "s.lua")

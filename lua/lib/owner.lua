@@ -55,9 +55,10 @@ local function peek_owner(owner, tok)
 end
 
 -- owner_value is the owner key's value for the lease tok, taken at now
--- (µs) with fence.
+-- (µs) with fence. (The metadata is joined, not formatted: %s would stop
+-- at a zero byte.)
 local function owner_value(tok, fence, now, id, meta)
-  return table.concat({tok, int(fence), int(math.floor(now / 1000)), id or '', meta}, ' ')
+  return string.format('%s %d %d %s ', tok, fence, math.floor(now / 1000), id or '') .. meta
 end
 
 -- take_owner makes tok the holder of the owner key if it is free, expiring
