@@ -55,7 +55,8 @@ var errGone = errors.New("lease gone")
 // newLease starts watching, for the client c, a lease that Redis keeps for
 // at least held from sent: from the acquiring request's send time, the
 // lock's TTL. A lease handed over by a release is held for less until its
-// first renewal, which then starts at once (see waiting.handedOver).
+// first renewal, due a third of the way to the end of that hold, so a
+// lease released sooner costs no renewal (see waiting.handedOver).
 //
 // hk, if not nil, calls the client's hooks for the lease.
 func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration, hk *hooked) *Lease {

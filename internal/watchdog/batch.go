@@ -28,12 +28,12 @@ type Renewal struct {
 func window(ttl time.Duration) time.Duration { return ttl / 6 }
 
 // renewBatches sends, for each batch in due, one exchange with every
-// lease of that batch whose automatic renewal is due within its window.
+// lease of that batch whose renewal is due within its window.
 func (s *state) renewBatches(due map[Batch]bool, now time.Time) {
 	groups := map[Batch][]*watch{}
 	for _, w := range s.watches {
 		b := w.d.cfg.Batch
-		if b != nil && due[b] && w.d.cfg.Auto && w.inflight == nil && !w.next.After(now.Add(window(w.ttl))) {
+		if b != nil && due[b] && w.renews() && w.inflight == nil && !w.next.After(now.Add(window(w.ttl))) {
 			groups[b] = append(groups[b], w)
 		}
 	}

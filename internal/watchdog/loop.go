@@ -34,10 +34,10 @@ func (lp *Loop) StartRenewing(cfg Config, deadline time.Time) *Watchdog {
 	return lp.start(cfg, deadline, true)
 }
 
-func (lp *Loop) start(cfg Config, deadline time.Time, renew bool) *Watchdog {
+func (lp *Loop) start(cfg Config, deadline time.Time, first bool) *Watchdog {
 	d := &Watchdog{loop: lp, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
-	d.w = newWatch(d, deadline)
-	lp.do(func(s *state) { s.add(d.w, renew) })
+	d.w = newWatch(d, deadline, first)
+	lp.do(func(s *state) { heap.Push(&s.watches, d.w) })
 	return d
 }
 

@@ -20,11 +20,25 @@ type watch struct {
 	inflight  *renewal
 	queued    []request // Refresh calls waiting for the renewal in flight
 	index     int       // in the loop's heap; -1 once the watch ended
+	// first is set until the first renewal of a lease held for less than
+	// its TTL (see StartRenewing) succeeds: it is sent, Auto or not.
+	first bool
 }
 
-func newWatch(d *Watchdog, deadline time.Time) *watch {
+// newWatch is the state of a lease that must be declared lost at
+// deadline unless renewed, and first (see StartRenewing) when that
+// deadline was reckoned from a hold shorter than the TTL. Its first
+// renewal is due a third of the way to the deadline: a TTL/3 after the
+// acquiring request was sent, or, with first, a third of the time left.
+func newWatch(d *Watchdog, deadline time.Time, first bool) *watch {
 	ttl := d.cfg.TTL
-	return &watch{d: d, ttl: ttl, deadline: deadline, next: deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3), index: -1}
+	w := &watch{d: d, ttl: ttl, deadline: deadline, first: first, index: -1}
+	if first {
+		w.next = time.Now().Add(time.Until(deadline) / 3)
+	} else {
+		w.next = deadline.Add(-(ttl - Margin(ttl))).Add(ttl / 3)
+	}
+	return w
 }
 
 // renewal is one lease's renewal in flight, alone or in a batch.
@@ -54,21 +68,17 @@ type outcome struct {
 
 var errNoReply = errors.New("watchdog: no reply for this lease in its batch")
 
-// wake is when the loop must look at w: its deadline, or an automatic
-// renewal due before it while none is in flight.
+// renews reports whether the loop renews w when its renewal is due:
+// with Auto, and for the first renewal of a short hold.
+func (w *watch) renews() bool { return w.d.cfg.Auto || w.first }
+
+// wake is when the loop must look at w: its deadline, or a renewal due
+// before it while none is in flight.
 func (w *watch) wake() time.Time {
-	if w.d.cfg.Auto && w.inflight == nil && w.next.Before(w.deadline) {
+	if w.renews() && w.inflight == nil && w.next.Before(w.deadline) {
 		return w.next
 	}
 	return w.deadline
-}
-
-// add starts watching w; renew sends its first renewal at once.
-func (s *state) add(w *watch, renew bool) {
-	heap.Push(&s.watches, w)
-	if renew {
-		s.renewAlone(w, autoContext, w.ttl, w.deadline, nil)
-	}
 }
 
 // renewAlone sends w's renewal to ttl by itself, bounded by limit.
@@ -136,7 +146,7 @@ func (s *state) settle(w *watch, err error) {
 		if w.uncertain > 0 {
 			t = min(t, w.uncertain)
 		}
-		w.deadline, w.uncertain = w.d.bound(r.sent, t), 0
+		w.deadline, w.uncertain, w.first = w.d.bound(r.sent, t), 0, false
 		w.next = r.sent.Add(w.ttl / 3)
 	case w.d.cfg.Gone(err):
 		if r.reply != nil {

@@ -61,8 +61,7 @@ type Config struct {
 	// Batch, if set, sends this lease's automatic renewals together with
 	// those of the other leases of the same Batch that are due within a
 	// sixth of their TTL; Lease is what Batch is given for this lease.
-	// Refresh and the first renewal of StartRenewing still go alone,
-	// through Renew.
+	// Refresh still goes alone, through Renew.
 	Batch Batch
 	Lease any
 }
@@ -108,9 +107,11 @@ func Start(cfg Config, deadline time.Time) *Watchdog {
 
 // StartRenewing is Start for a lease whose deadline was reckoned from a
 // hold shorter than cfg.TTL (a lock handed over to a waiter): its first
-// renewal, to cfg.TTL, is sent at once, with or without Auto. Should it
-// fail, the lease is declared lost at deadline unless a later renewal
-// gets through.
+// renewal, to cfg.TTL, is sent with or without Auto, a third of the way
+// from now to deadline, and retried as automatic renewals are until it
+// succeeds; without Auto, none follows. A lease stopped before then costs
+// no renewal. Until the first succeeds, the lease is declared lost at
+// deadline.
 func StartRenewing(cfg Config, deadline time.Time) *Watchdog {
 	return defaultLoop.StartRenewing(cfg, deadline)
 }

@@ -3,6 +3,7 @@ package watchdog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -801,28 +802,50 @@ func TestConcurrentRefreshesAllReturn(t *testing.T) {
 	stopWithin(t, w, time.Second)
 }
 
-// StartRenewing renews at once, to the configured TTL, a lease whose
-// first deadline was reckoned from a shorter hold, once and not again
-// until a third of the TTL has passed: the lease then lives a whole TTL
-// from the renewal, not to the first deadline.
+// StartRenewing renews, to the configured TTL, a lease whose first
+// deadline was reckoned from a shorter hold: once, a third of the way to
+// that deadline (not at once: a lease released sooner costs no renewal),
+// Auto or not, and not again until a third of the TTL has passed. The
+// lease then lives a whole TTL from the renewal, not to the first
+// deadline.
 func TestStartRenewing(t *testing.T) {
 	t.Parallel()
 	const ttl, held = 2 * time.Second, 300 * time.Millisecond
-	r := newRecorder()
-	start := time.Now()
-	cfg := watchdog.Config{TTL: ttl, Auto: true, Renew: r.renews, Gone: isGone, OnLost: r.onLost}
-	w := watchdog.StartRenewing(cfg, watchdog.Deadline(start, held))
-	if at, lost := r.waitLost(held + 100*time.Millisecond); lost {
-		t.Fatalf("OnLost ran %v after start, at the first deadline, though the lease was renewed", at.Sub(start))
+	for _, auto := range []bool{true, false} {
+		t.Run(fmt.Sprintf("auto=%v", auto), func(t *testing.T) {
+			t.Parallel()
+			r := newRecorder()
+			start := time.Now()
+			first := watchdog.Deadline(start, held)
+			cfg := watchdog.Config{TTL: ttl, Auto: auto, Renew: r.renews, Gone: isGone, OnLost: r.onLost}
+			w := watchdog.StartRenewing(cfg, first)
+			if at, lost := r.waitLost(held + 100*time.Millisecond); lost {
+				t.Fatalf("OnLost ran %v after start, at the first deadline, though the lease was renewed", at.Sub(start))
+			}
+			calls, _ := r.snapshot()
+			if len(calls) != 1 || calls[0].ttl != ttl {
+				t.Fatalf("renewals %+v in the first %v; want one with TTL %v", calls, held+100*time.Millisecond, ttl)
+			}
+			if due := start.Add(first.Sub(start) / 3); calls[0].at.Before(due) {
+				t.Errorf("first renewal %v after start; want it a third of the way to the deadline, %v", calls[0].at.Sub(start), due.Sub(start))
+			}
+			deadline := stopWithin(t, w, time.Second)
+			if want := watchdog.Deadline(calls[0].at, ttl); deadline.Before(want.Add(-10 * time.Millisecond)) {
+				t.Errorf("deadline %v after start; want %v, a TTL from the renewal", deadline.Sub(start), want.Sub(start))
+			}
+		})
 	}
-	calls, _ := r.snapshot()
-	if len(calls) != 1 || calls[0].ttl != ttl {
-		t.Fatalf("renewals %+v in the first %v; want one with TTL %v", calls, held+100*time.Millisecond, ttl)
-	}
-	deadline := stopWithin(t, w, time.Second)
-	if want := watchdog.Deadline(calls[0].at, ttl); deadline.Before(want.Add(-10 * time.Millisecond)) {
-		t.Errorf("deadline %v after start; want %v, a TTL from the renewal", deadline.Sub(start), want.Sub(start))
-	}
+	t.Run("stopped before", func(t *testing.T) {
+		t.Parallel()
+		r := newRecorder()
+		cfg := watchdog.Config{TTL: ttl, Auto: true, Renew: r.renews, Gone: isGone, OnLost: r.onLost}
+		w := watchdog.StartRenewing(cfg, watchdog.Deadline(time.Now(), held))
+		stopWithin(t, w, time.Second)
+		time.Sleep(held)
+		if calls, losses := r.snapshot(); len(calls) != 0 || len(losses) != 0 {
+			t.Errorf("renewals %+v, losses %v for a lease stopped at once; want none", calls, losses)
+		}
+	})
 }
 
 // TestLossCauses checks the cause OnLost is given: the gone error, or at
