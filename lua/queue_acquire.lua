@@ -52,8 +52,8 @@ local now_ms = math.floor(now / 1000)
 local head, order
 if queued then
   head, order = first_waiter(KEYS[3])
-  head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
 end
+head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
 if not holder and may_take(head, order, tok, now, tonumber(ARGV[6])) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).

@@ -35,7 +35,7 @@ end
 if intended then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
   if redis.call('ZCARD', KEYS[6]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-    redis.call(ARGV[2], ARGV[3], 'all')
+    wake_all_readers(ARGV[2], ARGV[3])
   end
 end
 return (held or queued or intended) and 1 or 0

@@ -17,8 +17,7 @@ if not owns(KEYS[1], ARGV[1]) then
 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[7]) == 0 then
-  -- No writer waits: the readers that do are woken (see next_writer).
-  redis.call(ARGV[2], ARGV[3], 'all')
+  wake_all_readers(ARGV[2], ARGV[3]) -- no writer waits
   return 1
 end
 -- @helpers

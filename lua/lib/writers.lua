@@ -20,6 +20,12 @@ local function next_writer(owner, fence_key, intent, queue, alive, wmeta, publis
   if to then
     redis.call('ZREM', intent, to)
   elseif wake_readers then
-    redis.call(publish, rchan, 'all')
+    wake_all_readers(publish, rchan)
   end
+end
+
+-- wake_all_readers tells every reader waiting on rchan (sent with
+-- publish) that no writer holds the lock or comes next: "all".
+local function wake_all_readers(publish, rchan)
+  redis.call(publish, rchan, 'all')
 end
