@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/notify"
 )
 
 // Join modes of the try scripts of queued waiters (queue_acquire,
@@ -26,39 +28,51 @@ const (
 // after its waiter took the lock or left, changes nothing: queue_beat for
 // a Mutex, FairMutex or Election, the waiter's try in joinBeat mode for
 // the others. Its reply, a refused try's, goes to the waiter (see
-// waiting.beaten). The goroutine that sends the batches runs while the
-// client has waiters.
+// waiting.beaten): kept in the beat, with the waiter's bell rung. The
+// goroutine that sends the batches runs while the client has waiters.
 type heartbeats struct {
 	rdb    redis.UniversalClient
 	period time.Duration
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below and each beat's reply
 	beats   map[*beat]struct{}
 	running bool
 }
 
-// beat is one waiter's heartbeat.
+// beat is one waiter's heartbeat: a's for tok (its call and reply are
+// a.beat's and a.parse's).
 type beat struct {
-	call  scriptCall // queue_beat, or the waiter's try in joinBeat mode
-	parse func([]any, error) (attempt, error)
-	c     chan beatReply // the latest reply the waiter has not read
+	a    *acquisition
+	tok  string
+	bell chan struct{} // the waiter's, rung when a reply comes
+	// reply is the latest reply the waiter has not taken, if fresh.
+	reply beatReply
+	fresh bool
 }
 
-// beatReply is the outcome of a heartbeat sent at sent.
+// beatReply is the outcome of a heartbeat sent at sent: a refusal's
+// wait, holder and server time (see attempt), or err.
 type beatReply struct {
-	r    attempt
-	sent time.Time
-	err  error
+	wait   time.Duration
+	holder uint64
+	at     int64
+	sent   time.Time
+	err    error
+}
+
+// refusal is the refused try the reply stands for.
+func (r beatReply) refusal() attempt {
+	return attempt{wait: r.wait, holder: r.holder, at: r.at}
 }
 
 func newHeartbeats(rdb redis.UniversalClient) *heartbeats {
 	return &heartbeats{rdb: rdb, period: queueHeartbeat, beats: map[*beat]struct{}{}}
 }
 
-// join starts the heartbeat of a waiter whose try just joined it to a
-// queue: call, read by parse.
-func (h *heartbeats) join(call scriptCall, parse func([]any, error) (attempt, error)) *beat {
-	b := &beat{call: call, parse: parse, c: make(chan beatReply, 1)}
+// join starts the heartbeat of a waiter of a whose try for tok just
+// joined it to a queue; bell is rung when a reply comes.
+func (h *heartbeats) join(a *acquisition, tok string, bell chan struct{}) *beat {
+	b := &beat{a: a, tok: tok, bell: bell}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.beats[b] = struct{}{}
@@ -114,27 +128,33 @@ func (h *heartbeats) send(beats []*beat) {
 	defer cancel()
 	calls := make([]scriptCall, len(beats))
 	for i, b := range beats {
-		calls[i] = b.call
+		calls[i] = b.a.beat(b.tok)
 	}
 	sent := time.Now()
 	cmds, _, err := untilDone(ctx, nil, func(ctx context.Context) ([]*redis.Cmd, error) {
 		return sendAll(ctx, h.rdb, calls), nil
 	}, nil)
+	replies := make([]beatReply, len(beats))
 	for i, b := range beats {
-		r := beatReply{sent: sent, err: errNoReply}
+		replies[i] = beatReply{sent: sent, err: errNoReply}
 		if err == nil {
-			r.r, r.err = b.parse(cmds[i].Slice())
+			r, err := b.a.parse(cmds[i].Slice())
+			replies[i].wait, replies[i].holder, replies[i].at, replies[i].err = r.wait, r.holder, r.at, err
 		}
-		b.deliver(r)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, b := range beats {
+		b.reply, b.fresh = replies[i], true
+		notify.Ring(b.bell)
 	}
 }
 
-// deliver replaces the reply b's waiter has not read, if any, with r.
-// Only the heartbeats goroutine delivers, so the send never blocks.
-func (b *beat) deliver(r beatReply) {
-	select {
-	case <-b.c:
-	default:
-	}
-	b.c <- r
+// take takes the reply b's waiter has not read, if any.
+func (h *heartbeats) take(b *beat) (beatReply, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, fresh := b.reply, b.fresh
+	b.reply, b.fresh = beatReply{}, false
+	return r, fresh
 }

@@ -7,13 +7,15 @@ import (
 )
 
 // waiter is one blocked caller's registration for release announcements:
-// a notify.Waiter on one Redis, or, on a Redlock client, one per node.
+// a notify.Waiter on one Redis, or, on a Redlock client, one per node. Its
+// wake-ups ring the bell it was registered with (see notify.Waiter).
 type waiter interface {
-	// C receives when the caller should try again.
-	C() <-chan struct{}
-	// Done is closed when the client is closed.
-	Done() <-chan struct{}
-	// Handoff passes a consumed wake-up on to another local waiter.
+	// Woken takes the wake-up given since the last call: whether the
+	// caller should try again.
+	Woken() bool
+	// Closed reports that the client was closed.
+	Closed() bool
+	// Handoff passes a taken wake-up on to another local waiter.
 	Handoff()
 	// Close unregisters the waiter.
 	Close()
@@ -26,28 +28,29 @@ type waiter interface {
 	Grant() string
 }
 
-// listener registers waiters on a lock's release channel.
+// listener registers waiters on a lock's release channel, each rung by
+// bell, a channel of capacity one.
 type listener interface {
 	// join registers a waiter without network traffic if a confirmed
 	// subscription to channel exists, and returns nil otherwise.
-	join(channel, tok string) waiter
+	join(channel, tok string, bell chan struct{}) waiter
 	// subscribe registers a waiter and returns once a release announced
 	// from now on will reach it.
-	subscribe(ctx context.Context, channel, tok string) (waiter, error)
+	subscribe(ctx context.Context, channel, tok string, bell chan struct{}) (waiter, error)
 }
 
 // hubListener is the listener of a client on one Redis deployment.
 type hubListener struct{ hub *notify.Hub }
 
-func (l hubListener) join(channel, tok string) waiter {
-	if w := l.hub.Join(channel, tok); w != nil {
+func (l hubListener) join(channel, tok string, bell chan struct{}) waiter {
+	if w := l.hub.Join(channel, tok, bell); w != nil {
 		return w
 	}
 	return nil
 }
 
-func (l hubListener) subscribe(ctx context.Context, channel, tok string) (waiter, error) {
-	w, err := l.hub.Subscribe(ctx, channel, tok)
+func (l hubListener) subscribe(ctx context.Context, channel, tok string, bell chan struct{}) (waiter, error) {
+	w, err := l.hub.Subscribe(ctx, channel, tok, bell)
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +62,11 @@ func (l hubListener) subscribe(ctx context.Context, channel, tok string) (waiter
 // subscription's command on go-redis' own timeouts. A waiter registered
 // after ctx ended is closed, so that no release announcement is spent on
 // it. A Redlock client's fan-in returns by ctx's end by itself.
-func subscribeBounded(ctx context.Context, c *Client, channel, tok string) (waiter, error) {
+func subscribeBounded(ctx context.Context, c *Client, channel, tok string, bell chan struct{}) (waiter, error) {
 	if ctx.Done() == nil || c.nodes != nil {
-		return c.listen.subscribe(ctx, channel, tok)
+		return c.listen.subscribe(ctx, channel, tok, bell)
 	}
-	subscribe := func(ctx context.Context) (waiter, error) { return c.listen.subscribe(ctx, channel, tok) }
+	subscribe := func(ctx context.Context) (waiter, error) { return c.listen.subscribe(ctx, channel, tok, bell) }
 	w, _, err := untilDone(ctx, c.work, subscribe, func(w waiter) {
 		if w != nil {
 			w.Close()

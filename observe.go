@@ -52,6 +52,7 @@ type follower struct {
 	fs      *follows
 	cancel  context.CancelFunc // ends run, once the last observer left
 	w       waiter             // nil until subscribed (or while subscribing fails)
+	bell    chan struct{}      // rung when w is woken or the client closed
 	backoff time.Duration      // after a failed subscription or read
 
 	mu        sync.Mutex
@@ -76,7 +77,7 @@ func (fs *follows) join(ctx context.Context, e *Election, o *observer) {
 	f := fs.by[e.keys.Key()]
 	if f == nil {
 		fctx, cancel := context.WithCancel(context.Background())
-		f = &follower{e: e, fs: fs, cancel: cancel, observers: map[*observer]func() bool{}}
+		f = &follower{e: e, fs: fs, cancel: cancel, bell: make(chan struct{}, 1), observers: map[*observer]func() bool{}}
 		fs.by[e.keys.Key()] = f
 		go f.run(fctx)
 	}
@@ -158,7 +159,7 @@ func (f *follower) step(ctx context.Context) (time.Duration, bool) {
 		f.w = nil
 	}
 	if f.w == nil {
-		w, err := subscribeBounded(ctx, f.e.c, f.e.keys.Channel(), notify.Every)
+		w, err := subscribeBounded(ctx, f.e.c, f.e.keys.Channel(), notify.Every, f.bell)
 		if err != nil {
 			return f.failed(ctx, "subscribe", err)
 		}
@@ -211,19 +212,24 @@ func (f *follower) sleep(ctx context.Context, d time.Duration) bool {
 		defer t.Stop()
 		timer = t.C
 	}
-	var woken, closed <-chan struct{}
-	if f.w != nil {
-		woken, closed = f.w.C(), f.w.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-f.bell:
+			if f.w == nil {
+				continue // rung for a waiter given up
+			}
+			if f.w.Closed() {
+				return false
+			}
+			if f.w.Woken() {
+				return true
+			}
+		case <-timer:
+			return true
+		}
 	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-closed:
-		return false
-	case <-woken:
-	case <-timer:
-	}
-	return true
 }
 
 // send passes ld on unless it is what was sent last or an older term,

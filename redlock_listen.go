@@ -18,28 +18,28 @@ type fanIn struct {
 	need int
 }
 
-// fanWaiter merges one waiter per node.
+// fanWaiter merges one waiter per node: every node's waiter rings the
+// same bell.
 type fanWaiter struct {
-	c      chan struct{}
-	done   <-chan struct{} // the client's: closed with its hubs
-	ctx    context.Context // ends at Close: stops the goroutines below
+	bell   chan struct{}
+	hub    *notify.Hub     // the first node's: closed with the others
+	ctx    context.Context // ends at Close: stops the subscriptions under way
 	stop   context.CancelFunc
-	wg     sync.WaitGroup // forwarding goroutines
 	mu     sync.Mutex
 	parts  []*notify.Waiter
 	closed bool
 }
 
-func (f *fanIn) newWaiter() (*fanWaiter, context.Context) {
+func (f *fanIn) newWaiter(bell chan struct{}) (*fanWaiter, context.Context) {
 	ctx, stop := context.WithCancel(context.Background())
-	return &fanWaiter{c: make(chan struct{}, 1), done: f.hubs[0].Done(), ctx: ctx, stop: stop}, ctx
+	return &fanWaiter{bell: bell, hub: f.hubs[0], ctx: ctx, stop: stop}, ctx
 }
 
-func (f *fanIn) join(channel, tok string) waiter {
+func (f *fanIn) join(channel, tok string, bell chan struct{}) waiter {
 	parts := make([]*notify.Waiter, len(f.hubs))
 	joined := 0
 	for i, h := range f.hubs {
-		if parts[i] = h.Join(channel, tok); parts[i] != nil {
+		if parts[i] = h.Join(channel, tok, bell); parts[i] != nil {
 			joined++
 		}
 	}
@@ -51,7 +51,7 @@ func (f *fanIn) join(channel, tok string) waiter {
 		}
 		return nil
 	}
-	w, ctx := f.newWaiter()
+	w, ctx := f.newWaiter(bell)
 	for i, p := range parts {
 		if p != nil {
 			w.attach(p)
@@ -62,8 +62,8 @@ func (f *fanIn) join(channel, tok string) waiter {
 	return w
 }
 
-func (f *fanIn) subscribe(ctx context.Context, channel, tok string) (waiter, error) {
-	w, wctx := f.newWaiter()
+func (f *fanIn) subscribe(ctx context.Context, channel, tok string, bell chan struct{}) (waiter, error) {
+	w, wctx := f.newWaiter(bell)
 	// One report per hub: whether its subscription is in place.
 	reports := make(chan error, len(f.hubs))
 	for _, h := range f.hubs {
@@ -101,7 +101,7 @@ func (f *fanIn) subscribe(ctx context.Context, channel, tok string) (waiter, err
 // timeout, and its waiter, once it comes, is closed at once.
 func (w *fanWaiter) subscribeLater(ctx context.Context, h *notify.Hub, channel, tok string, report chan<- error) {
 	go func() {
-		p, err := h.Subscribe(ctx, channel, tok)
+		p, err := h.Subscribe(ctx, channel, tok, w.bell)
 		if err == nil && !w.attach(p) {
 			p.Close()
 		}
@@ -111,8 +111,8 @@ func (w *fanWaiter) subscribeLater(ctx context.Context, h *notify.Hub, channel, 
 	}()
 }
 
-// attach adds one node's waiter and forwards its wake-ups; false when the
-// fan-in waiter is closed already.
+// attach adds one node's waiter; false when the fan-in waiter is closed
+// already.
 func (w *fanWaiter) attach(p *notify.Waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -120,28 +120,28 @@ func (w *fanWaiter) attach(p *notify.Waiter) bool {
 		return false
 	}
 	w.parts = append(w.parts, p)
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		for {
-			select {
-			case <-p.C():
-				select {
-				case w.c <- struct{}{}:
-				default:
-				}
-			case <-w.ctx.Done():
-				return
-			}
-		}
-	}()
 	return true
 }
 
-// C receives when any node's waiter was woken.
-func (w *fanWaiter) C() <-chan struct{} { return w.c }
+// Woken takes every node's wake-up, and reports whether there was one.
+func (w *fanWaiter) Woken() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	woken := false
+	for _, p := range w.parts {
+		woken = p.Woken() || woken
+	}
+	return woken
+}
 
-func (w *fanWaiter) Done() <-chan struct{} { return w.done }
+func (w *fanWaiter) Closed() bool {
+	select {
+	case <-w.hub.Done():
+		return true
+	default:
+		return false
+	}
+}
 
 // Handoff passes the wake-up on, on every node: which one woke this waiter
 // is not kept, and an extra wake-up costs another waiter a try, no more.
@@ -169,24 +169,15 @@ func (w *fanWaiter) Detached() bool {
 	return false
 }
 
+// Close closes every node's waiter, each passing a wake-up it had not
+// given on to another waiter of its node.
 func (w *fanWaiter) Close() {
-	// Closed first: a subscription that comes in from now on is not
-	// attached, so no forwarder starts that the Wait below would miss.
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.stop()
-	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	select {
-	case <-w.c:
-		// A wake-up nobody took: pass it on, as a node's waiter would.
-		for _, p := range w.parts {
-			p.Handoff()
-		}
-	default:
-	}
+	// Closed first: a subscription that comes in from now on is not
+	// attached.
+	w.closed = true
+	w.stop()
 	for _, p := range w.parts {
 		p.Close()
 	}

@@ -29,6 +29,9 @@ type waiting struct {
 	tok string
 	w   waiter // nil until subscribed (or while the subscription fails)
 	b   *beat  // the heartbeat, once a try joined a queue
+	// bell rings when w is woken or the client closed, and when b has a
+	// reply: a sleep waits on it and ctx alone, whatever wakes it.
+	bell chan struct{}
 
 	holder     uint64        // the holder the stall timeout counts for
 	stallClock time.Time     // when that holder was first seen
@@ -56,10 +59,10 @@ type waiting struct {
 // wait takes the lock, waiting until it is acquired, ctx ends, or the
 // stall timeout passes; on failure it leaves nothing behind.
 func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, error) {
-	s := &waiting{c: c, a: a, tok: tok, stallClock: time.Now(), answered: true}
+	s := &waiting{c: c, a: a, tok: tok, bell: make(chan struct{}, 1), stallClock: time.Now(), answered: true}
 	// Listening already: then no release can go unheard between the
 	// first try and the wait, and that try needs no second.
-	s.w = c.listen.join(a.channel, tok)
+	s.w = c.listen.join(a.channel, tok, s.bell)
 	defer s.close()
 	for {
 		l, next, err := s.try(ctx)
@@ -107,7 +110,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	case err == nil:
 		s.woken, s.backoff = false, 0
 		if s.b == nil && s.a.beat != nil {
-			s.b = s.c.beats.join(s.a.beat(s.tok), s.a.parse)
+			s.b = s.c.beats.join(s.a, s.tok, s.bell)
 		}
 		next, err := s.refusal(r, sent)
 		return nil, next, err
@@ -169,12 +172,12 @@ func (s *waiting) beaten(br beatReply) (time.Duration, bool, error) {
 	case br.err != nil && transient(br.err):
 		s.trouble = br.err
 		return 0, false, nil
-	case br.err != nil || br.r.wait == 0:
+	case br.err != nil || br.wait == 0:
 		return 0, true, nil
-	case br.r.at < s.refusedAt:
+	case br.at < s.refusedAt:
 		return 0, false, nil
 	}
-	next, err := s.refusal(br.r, br.sent)
+	next, err := s.refusal(br.refusal(), br.sent)
 	return next, true, err
 }
 
@@ -206,7 +209,7 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 // whether it did. A transient failure is no error: the waiter then wakes
 // on its timers, and subscribes after its next try. A refusal is.
 func (s *waiting) subscribe(ctx context.Context) (bool, error) {
-	w, err := subscribeBounded(ctx, s.c, s.a.channel, s.tok)
+	w, err := subscribeBounded(ctx, s.c, s.a.channel, s.tok, s.bell)
 	switch {
 	case err == nil:
 		s.w, s.subBackoff = w, 0
@@ -234,14 +237,6 @@ const beatWatch = 2 * queueHeartbeat
 // its heartbeat tells it to try, or ctx or the client ends. Without a
 // subscription it wakes by backoff.
 func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
-	var woke, closed <-chan struct{}
-	if s.w != nil {
-		woke, closed = s.w.C(), s.w.Done()
-	}
-	var beats <-chan beatReply
-	if s.b != nil {
-		beats = s.b.c
-	}
 	var t *time.Timer // made when a wake-up time is first set
 	defer func() {
 		if t != nil {
@@ -254,7 +249,7 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 		var expiry <-chan time.Time
 		switch {
 		case wake.IsZero():
-		case beats != nil && !beatFailed && time.Until(wake) > beatWatch:
+		case s.b != nil && !beatFailed && time.Until(wake) > beatWatch:
 			// The next replies move wake; the timer waits until it is near.
 		case t == nil:
 			t = time.NewTimer(time.Until(wake))
@@ -264,26 +259,30 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 			expiry = t.C
 		}
 		select {
-		case <-woke:
-			s.woken, asleep = true, false
+		case <-s.bell:
+			if s.w != nil && s.w.Closed() {
+				return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+			}
+			if br, ok := s.beatReply(); ok {
+				later, replace, err := s.beaten(br)
+				switch {
+				case err != nil:
+					return err
+				case replace && later == 0:
+					asleep = false
+				case replace:
+					wake = s.wakeAt(later)
+				default:
+					beatFailed = true
+				}
+			}
+			if s.w != nil && s.w.Woken() {
+				s.woken, asleep = true, false
+			}
 		case <-expiry:
 			asleep = false
-		case br := <-beats:
-			later, replace, err := s.beaten(br)
-			switch {
-			case err != nil:
-				return err
-			case replace && later == 0:
-				asleep = false
-			case replace:
-				wake = s.wakeAt(later)
-			default:
-				beatFailed = true
-			}
 		case <-ctx.Done():
 			return s.a.failedAfter(ctx, ctx.Err(), s.trouble)
-		case <-closed:
-			return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
 		}
 	}
 	if s.w != nil && s.w.Detached() {
@@ -293,6 +292,14 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 		s.w = nil
 	}
 	return nil
+}
+
+// beatReply takes the heartbeat's reply that rang the bell, if any.
+func (s *waiting) beatReply() (beatReply, bool) {
+	if s.b == nil {
+		return beatReply{}, false
+	}
+	return s.c.beats.take(s.b)
 }
 
 // wakeAt is when a sleep of d from now (<0: until woken) ends, zero for

@@ -68,20 +68,21 @@ type Hub struct {
 // channel is one subscribed release channel and its local waiters, oldest
 // first.
 type channel struct {
-	name       string
-	shard      *shard
-	waiters    []*Waiter
-	subscribed bool          // what we asked Redis for last
-	pending    int           // subscribe/unsubscribe replies still to come
-	ready      chan struct{} // closed while the subscription is confirmed
-	// ended is closed when the hub gives the channel up, or when Redis
-	// refused the subscription: refusal then says why. Either way the
-	// channel has left chans, so ended closes once.
-	ended     chan struct{}
-	refusal   error
-	confirmed bool
-	disrupted bool // the connection broke since the last confirmation
-	idle      *time.Timer
+	name    string
+	shard   *shard
+	waiters []*Waiter
+	pending int // subscribe/unsubscribe replies still to come
+	// settled, while a Subscribe waits for Redis' answer, is closed when
+	// the wait is over: Redis confirmed the subscription, or refused it
+	// (refusal then says why), or the hub gave the channel up (it left
+	// chans). It is nil otherwise, so that a channel in use holds no Go
+	// channel of its own.
+	settled    chan struct{}
+	refusal    error
+	idle       *time.Timer
+	subscribed bool // what we asked Redis for last
+	confirmed  bool
+	disrupted  bool // the connection broke since the last confirmation
 }
 
 // shard is one subscription connection.
@@ -92,15 +93,20 @@ type shard struct {
 	running bool // the receive loop runs
 }
 
-// Waiter is one registered waiter. C receives a value when the waiter
-// should try again.
+// Waiter is one registered waiter. The hub rings its bell, a Go channel
+// of capacity one, when it wakes the waiter and when the hub closes; the
+// bell's owner may have other sources ring it too (a heartbeat's reply),
+// so that one blocked receive waits for them all. A ring says "look":
+// Woken tells whether the hub woke the waiter, Closed whether it closed.
 type Waiter struct {
-	hub   *Hub
-	ch    *channel
-	key   string
-	c     chan struct{}
-	ready chan struct{} // the channel's confirmation when the waiter joined
-	grant string        // the last grant received and not yet taken; guarded by hub.mu
+	hub  *Hub
+	ch   *channel
+	key  string
+	bell chan struct{}
+	// Guarded by hub.mu: woken is a wake-up given and not yet taken (see
+	// Woken), grant the last grant received and not yet taken.
+	woken bool
+	grant string
 }
 
 // New returns a hub for rdb. It opens no connection until the first
@@ -132,8 +138,9 @@ func (h *Hub) PublishCommand() string {
 // Subscribe registers a waiter on channel and waits until Redis confirmed
 // the subscription (at most a couple of seconds; past that the waiter still
 // works through its own expiry wake). key selects targeted wake-ups; it may
-// be empty. The waiter must be closed.
-func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) {
+// be empty. The hub rings bell (capacity one; nil: one of the waiter's
+// own, see C) to wake the waiter. The waiter must be closed.
+func (h *Hub) Subscribe(ctx context.Context, name, key string, bell chan struct{}) (*Waiter, error) {
 	addr, err := h.shardAddr(ctx, name)
 	if err != nil {
 		return nil, err
@@ -147,7 +154,7 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 		}
 		ch := h.chans[name]
 		if ch != nil && ch.subscribed {
-			w = ch.add(h, key)
+			w = ch.add(h, key, bell)
 			h.mu.Unlock()
 			break
 		}
@@ -156,43 +163,71 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 			sh = ch.shard
 		}
 		h.mu.Unlock()
-		w = h.subscribeOn(ctx, sh, name, key)
+		w = h.subscribeOn(ctx, sh, name, key, bell)
 	}
-	t := time.NewTimer(confirmWait)
-	defer t.Stop()
-	select {
-	case <-w.ready:
-	case <-w.ch.ended:
-		h.mu.Lock()
-		err := w.ch.refusal
-		h.mu.Unlock()
-		if err != nil {
-			// Not allowed to listen (an ACL without the channel): waiting
-			// would only ever wake by timers, so say so.
-			w.Close()
-			return nil, err
-		}
-		// The hub gave the channel up before Redis confirmed it (its
-		// connection broke): the waiter is Detached and already woken, and
-		// subscribes again after its next try. Waiting out confirmWait for
-		// a confirmation that cannot come would only delay that.
-	case <-t.C:
-		// A release announced before the late confirmation would be lost:
-		// have the confirmation wake everyone.
-		h.mu.Lock()
-		if !w.ch.confirmed {
-			w.ch.disrupted = true
-		}
-		h.mu.Unlock()
-		h.log.Warn("dlock: subscription not confirmed in time; waiting on lease expiry meanwhile", "channel", name)
-	case <-ctx.Done():
+	if err := h.settle(ctx, w); err != nil {
 		w.Close()
-		return nil, ctx.Err()
-	case <-h.ctx.Done():
-		w.Close()
-		return nil, ErrClosed
+		return nil, err
 	}
 	return w, nil
+}
+
+// settle waits until Redis answered the subscription w joined: it
+// confirmed it, or the hub gave the channel up before (its connection
+// broke: w is then Detached and already woken, and subscribes again after
+// its next try), or at most confirmWait. It fails if Redis refused the
+// subscription, or ctx or the hub ended.
+func (h *Hub) settle(ctx context.Context, w *Waiter) error {
+	h.mu.Lock()
+	settled := w.ch.awaited(h)
+	h.mu.Unlock()
+	if settled != nil {
+		t := time.NewTimer(confirmWait)
+		defer t.Stop()
+		select {
+		case <-settled:
+		case <-t.C:
+			// A release announced before the late confirmation would be
+			// lost: have the confirmation wake everyone.
+			h.mu.Lock()
+			if !w.ch.confirmed {
+				w.ch.disrupted = true
+			}
+			h.mu.Unlock()
+			h.log.Warn("dlock: subscription not confirmed in time; waiting on lease expiry meanwhile", "channel", w.ch.name)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.ctx.Done():
+			return ErrClosed
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// Not allowed to listen (an ACL without the channel): waiting would
+	// only ever wake by timers, so say so.
+	return w.ch.refusal
+}
+
+// awaited returns what to wait on for Redis' answer to ch's subscription,
+// or nil if there is nothing to wait for: it is confirmed, or ch was
+// given up. The caller holds h.mu.
+func (ch *channel) awaited(h *Hub) chan struct{} {
+	if ch.confirmed || h.chans[ch.name] != ch {
+		return nil
+	}
+	if ch.settled == nil {
+		ch.settled = make(chan struct{})
+	}
+	return ch.settled
+}
+
+// settle ends the waits for Redis' answer to ch's subscription (see
+// awaited). The caller holds h.mu.
+func (ch *channel) settle() {
+	if ch.settled != nil {
+		close(ch.settled)
+		ch.settled = nil
+	}
 }
 
 // subscribeOn registers a waiter on a channel served by sh, subscribing
@@ -200,7 +235,7 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string) (*Waiter, error) 
 // the bookkeeping, so the shard's command lock is taken first and the
 // state checked again under h.mu (never the other way round). It returns
 // nil if the state changed meanwhile and the caller must start over.
-func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Waiter {
+func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string, bell chan struct{}) *Waiter {
 	sh.cmdMu.Lock()
 	defer sh.cmdMu.Unlock()
 	h.mu.Lock()
@@ -210,10 +245,10 @@ func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Wai
 		return nil
 	}
 	if ch == nil {
-		ch = &channel{name: name, shard: sh, ready: make(chan struct{}), ended: make(chan struct{})}
+		ch = &channel{name: name, shard: sh}
 		h.chans[name] = ch
 	}
-	w := ch.add(h, key)
+	w := ch.add(h, key, bell)
 	send := !ch.subscribed
 	if send {
 		ch.subscribed = true
@@ -239,13 +274,17 @@ func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string) *Wai
 	return w
 }
 
-// add registers a new waiter. The caller holds h.mu.
-func (ch *channel) add(h *Hub, key string) *Waiter {
+// add registers a new waiter that bell wakes (nil: a bell of its own).
+// The caller holds h.mu.
+func (ch *channel) add(h *Hub, key string, bell chan struct{}) *Waiter {
 	if ch.idle != nil {
 		ch.idle.Stop()
 		ch.idle = nil
 	}
-	w := &Waiter{hub: h, ch: ch, key: key, c: make(chan struct{}, 1), ready: ch.ready}
+	if bell == nil {
+		bell = make(chan struct{}, 1)
+	}
+	w := &Waiter{hub: h, ch: ch, key: key, bell: bell}
 	ch.waiters = append(ch.waiters, w)
 	return w
 }
@@ -263,19 +302,43 @@ func (w *Waiter) Detached() bool {
 // Join registers a waiter on channel if the hub already holds a confirmed
 // subscription to it, without any network traffic; otherwise it returns
 // nil. A waiter that joined before its try needs no second try after
-// subscribing: no release could have gone unheard in between.
-func (h *Hub) Join(name, key string) *Waiter {
+// subscribing: no release could have gone unheard in between. bell is as
+// for Subscribe.
+func (h *Hub) Join(name, key string, bell chan struct{}) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ch := h.chans[name]
 	if h.closed || ch == nil || !ch.confirmed {
 		return nil
 	}
-	return ch.add(h, key)
+	return ch.add(h, key, bell)
 }
 
-// C receives when the waiter should try again.
-func (w *Waiter) C() <-chan struct{} { return w.c }
+// C is the waiter's bell: it receives when the waiter should look whether
+// it was woken or the hub closed (and, if the bell is shared, whatever
+// else rings it).
+func (w *Waiter) C() <-chan struct{} { return w.bell }
+
+// Woken takes the waiter's wake-up: it reports whether the hub woke the
+// waiter since it last asked, and the waiter should try again. Until it
+// is taken, a wake-up keeps the hub from waking the waiter again, and one
+// still untaken at Close goes to another waiter.
+func (w *Waiter) Woken() bool {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	woken := w.woken
+	w.woken = false
+	return woken
+}
+
+// Closed reports whether the hub was closed.
+func (w *Waiter) Closed() bool {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
 
 // Grant takes the grant that came with the last targeted wake-up ("" if
 // none): what a release script handed this waiter besides waking it.
@@ -289,9 +352,6 @@ func (w *Waiter) Grant() string {
 }
 
 // Done is closed when the hub is closed.
-func (w *Waiter) Done() <-chan struct{} { return w.hub.ctx.Done() }
-
-// Done is closed when the hub is closed.
 func (h *Hub) Done() <-chan struct{} { return h.ctx.Done() }
 
 // Handoff wakes another waiter in this one's place: a waiter that consumed
@@ -303,7 +363,7 @@ func (w *Waiter) Handoff() {
 	h.wakeOne(w.ch, w)
 }
 
-// Close unregisters the waiter. A wake-up it had not consumed goes to the
+// Close unregisters the waiter. A wake-up it had not taken goes to the
 // next waiter.
 func (w *Waiter) Close() {
 	h := w.hub
@@ -316,20 +376,17 @@ func (w *Waiter) Close() {
 			break
 		}
 	}
-	select {
-	case <-w.c:
-		if w.key != Every {
-			h.wakeOne(ch, nil)
-		}
-	default:
+	if w.woken && w.key != Every {
+		h.wakeOne(ch, nil)
 	}
+	w.woken = false // passed on once, however often Close is called
 	if len(ch.waiters) == 0 && ch.subscribed && !h.closed && ch.idle == nil {
 		ch.idle = time.AfterFunc(linger, func() { h.unsubscribeIdle(ch) })
 	}
 }
 
 // Close ends every subscription and makes later Subscribe calls fail.
-// Waiters still registered see Done closed.
+// Waiters still registered have their bell rung, and see Closed.
 func (h *Hub) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -340,6 +397,9 @@ func (h *Hub) Close() error {
 	for _, ch := range h.chans {
 		if ch.idle != nil {
 			ch.idle.Stop()
+		}
+		for _, w := range ch.waiters {
+			Ring(w.bell)
 		}
 	}
 	shards := h.shards
@@ -416,10 +476,7 @@ func (h *Hub) unsubscribeIdle(ch *channel) {
 	ch.idle = nil
 	ch.subscribed = false
 	ch.pending++
-	if ch.confirmed {
-		ch.confirmed = false
-		ch.ready = make(chan struct{})
-	}
+	ch.confirmed = false
 	h.mu.Unlock()
 	if err := h.unsubscribe(h.ctx, sh, ch.name); err != nil && h.ctx.Err() == nil {
 		// As for a failed subscribe: start over on a new connection.
@@ -500,8 +557,8 @@ func (h *Hub) refuse(sh *shard, err error) {
 	for name, ch := range h.chans {
 		if ch.shard == sh && ch.subscribed && !ch.confirmed && ch.refusal == nil {
 			ch.refusal = err
-			close(ch.ended)
 			delete(h.chans, name)
+			ch.settle()
 		}
 	}
 }
@@ -550,10 +607,7 @@ func (h *Hub) restart(sh *shard, cause error) bool {
 			want = append(want, ch.name)
 			ch.pending = 1
 			ch.disrupted = true
-			if ch.confirmed {
-				ch.confirmed = false
-				ch.ready = make(chan struct{})
-			}
+			ch.confirmed = false
 		}
 	}
 	if h.cluster != nil {
@@ -608,7 +662,7 @@ func (h *Hub) confirm(s *redis.Subscription) {
 	switch {
 	case ch.subscribed && !ch.confirmed:
 		ch.confirmed = true
-		close(ch.ready)
+		ch.settle()
 		if ch.disrupted {
 			ch.disrupted = false
 			h.wakeAll(ch)
@@ -666,7 +720,7 @@ func (h *Hub) wakeOne(ch *channel, skip *Waiter) {
 // subscribe again. The caller holds h.mu.
 func (h *Hub) detach(ch *channel) {
 	delete(h.chans, ch.name)
-	close(ch.ended)
+	ch.settle()
 	h.wakeAll(ch)
 }
 
@@ -676,12 +730,22 @@ func (h *Hub) wakeAll(ch *channel) {
 	}
 }
 
-// signal gives w a wake-up unless it already has one pending.
+// signal gives w a wake-up unless it already has one untaken. The caller
+// holds h.mu.
 func signal(w *Waiter) bool {
-	select {
-	case w.c <- struct{}{}:
-		return true
-	default:
+	if w.woken {
 		return false
+	}
+	w.woken = true
+	Ring(w.bell)
+	return true
+}
+
+// Ring rings bell, a channel of capacity one, unless it rang already and
+// nobody has listened since.
+func Ring(bell chan struct{}) {
+	select {
+	case bell <- struct{}{}:
+	default:
 	}
 }

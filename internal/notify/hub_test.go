@@ -52,7 +52,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 func (e *env) subscribe(t *testing.T, channel, key string) *notify.Waiter {
 	t.Helper()
 	start := time.Now()
-	w, err := e.hub.Subscribe(ctxT(t, 5*time.Second), channel, key)
+	w, err := e.hub.Subscribe(ctxT(t, 5*time.Second), channel, key, nil)
 	if err != nil {
 		t.Fatalf("Subscribe(%q, %q): %v", channel, key, err)
 	}
@@ -114,27 +114,32 @@ func eventually(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// woken waits at most d for a wake-up of w and consumes it.
+// woken waits at most d for a wake-up of w and takes it.
 func woken(w *notify.Waiter, d time.Duration) bool {
-	select {
-	case <-w.C():
-		return true
-	case <-time.After(d):
-		return false
+	deadline := time.After(d)
+	for {
+		select {
+		case <-w.C():
+			if w.Woken() {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
 	}
 }
 
-// take consumes a pending wake-up of w, without waiting.
+// take takes a wake-up w was given, without waiting.
 func take(w *notify.Waiter) bool {
 	select {
 	case <-w.C():
-		return true
 	default:
-		return false
 	}
+	return w.Woken()
 }
 
-// pending reports whether w holds an unconsumed wake-up.
+// pending reports whether w's bell rang and nobody listened since: the
+// hub woke it (or closed).
 func pending(w *notify.Waiter) bool { return len(w.C()) > 0 }
 
 // settle is how long to wait before asserting that a wake-up did NOT come.
@@ -206,6 +211,37 @@ func TestWakeOneOldestFirst(t *testing.T) {
 	time.Sleep(settle)
 	if pending(w[2]) {
 		t.Fatal("third \"one\" woke the third waiter instead of the oldest free one")
+	}
+}
+
+// A bell shared with other sources (a waiter's heartbeat rings it too)
+// that rang for them does not count as a wake-up: "one" still goes to the
+// oldest waiter, which Woken tells, and the others are left alone.
+func TestSharedBellRungElsewhereStillWoken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const ch = "release:shared"
+	bell := make(chan struct{}, 1)
+	first, err := e.hub.Subscribe(ctxT(t, 5*time.Second), ch, "", bell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(first.Close)
+	second := e.subscribe(t, ch, "")
+	notify.Ring(bell) // a heartbeat's reply, say
+	if first.Woken() {
+		t.Fatal("a ring from elsewhere counted as the hub's wake-up")
+	}
+	e.publish(t, ch, notify.WakeOne)
+	if !eventually(time.Second, first.Woken) {
+		t.Fatal("\"one\" did not wake the oldest waiter, whose bell had rung for something else")
+	}
+	time.Sleep(settle)
+	if pending(second) {
+		t.Fatal("\"one\" woke the second waiter: the first one's rung bell was taken for a wake-up")
+	}
+	if len(bell) != 1 {
+		t.Fatalf("the shared bell holds %d rings, want 1 (rung, not yet listened to)", len(bell))
 	}
 }
 
@@ -350,7 +386,7 @@ func TestOneConnectionForManyChannels(t *testing.T) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				w, err := e.hub.Subscribe(ctx, fmt.Sprintf("release:%d", i), "")
+				w, err := e.hub.Subscribe(ctx, fmt.Sprintf("release:%d", i), "", nil)
 				errs[i*perChan+j] = err
 				if err == nil {
 					mu.Lock()
@@ -458,8 +494,8 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	}
 }
 
-// Close ends the hub: waiters see Done, Subscribe fails with ErrClosed, and
-// the hub's goroutines are gone.
+// Close ends the hub: waiters' bells ring and they see Closed, Subscribe
+// fails with ErrClosed, and the hub's goroutines are gone.
 func TestHubClose(t *testing.T) {
 	// Not parallel, so that goleak sees only this test's goroutines. The
 	// check is registered first so that it runs last, after the server and
@@ -467,10 +503,8 @@ func TestHubClose(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	e := newEnv(t)
 	w1, w2 := e.subscribe(t, "release:1", ""), e.subscribe(t, "release:2", "")
-	select {
-	case <-w1.Done():
-		t.Fatal("Done closed before the hub was closed")
-	default:
+	if pending(w1) || w1.Closed() {
+		t.Fatal("waiter rung or Closed before the hub was closed")
 	}
 	start := time.Now()
 	if err := e.hub.Close(); err != nil {
@@ -480,16 +514,14 @@ func TestHubClose(t *testing.T) {
 		t.Errorf("Close took %v", d)
 	}
 	for i, w := range []*notify.Waiter{w1, w2} {
-		select {
-		case <-w.Done():
-		case <-time.After(time.Second):
-			t.Errorf("waiter %d: Done not closed after hub.Close", i)
+		if !pending(w) || !w.Closed() || w.Woken() {
+			t.Errorf("waiter %d after hub.Close: rung %v, Closed %v, Woken %v; want rung and Closed, not woken", i, pending(w), w.Closed(), w.Woken())
 		}
 	}
-	if _, err := e.hub.Subscribe(ctxT(t, time.Second), "release:1", ""); !errors.Is(err, notify.ErrClosed) {
+	if _, err := e.hub.Subscribe(ctxT(t, time.Second), "release:1", "", nil); !errors.Is(err, notify.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
 	}
-	if _, err := e.hub.Subscribe(ctxT(t, time.Second), "release:3", ""); !errors.Is(err, notify.ErrClosed) {
+	if _, err := e.hub.Subscribe(ctxT(t, time.Second), "release:3", "", nil); !errors.Is(err, notify.ErrClosed) {
 		t.Errorf("Subscribe of a new channel after Close: %v, want ErrClosed", err)
 	}
 	if err := e.hub.Close(); err != nil {
@@ -509,7 +541,7 @@ func TestCloseUnusedHub(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Errorf("Close of an unused hub: %v", err)
 	}
-	if _, err := h.Subscribe(ctxT(t, time.Second), "release:1", ""); !errors.Is(err, notify.ErrClosed) {
+	if _, err := h.Subscribe(ctxT(t, time.Second), "release:1", "", nil); !errors.Is(err, notify.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
 	}
 }
@@ -573,7 +605,7 @@ func TestReconnectWhileSubscribingDoesNotDeadlock(t *testing.T) {
 			_ = hub.Close()
 		}
 	})
-	base, err := hub.Subscribe(ctxT(t, 5*time.Second), "release:base", "")
+	base, err := hub.Subscribe(ctxT(t, 5*time.Second), "release:base", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +629,7 @@ func TestReconnectWhileSubscribingDoesNotDeadlock(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				w, err := hub.Subscribe(ctx, fmt.Sprintf("release:%d:%d", g, i), "")
+				w, err := hub.Subscribe(ctx, fmt.Sprintf("release:%d:%d", g, i), "", nil)
 				cancel()
 				if err == nil {
 					w.Close()
@@ -649,12 +681,12 @@ func TestJoin(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const ch = "release:join"
-	if w := e.hub.Join(ch, ""); w != nil {
+	if w := e.hub.Join(ch, "", nil); w != nil {
 		w.Close()
 		t.Fatal("Join of a channel the hub does not subscribe returned a waiter")
 	}
 	first := e.subscribe(t, ch, "")
-	w := e.hub.Join(ch, "tok")
+	w := e.hub.Join(ch, "tok", nil)
 	if w == nil {
 		t.Fatal("Join of a confirmed subscription returned nil")
 	}
@@ -675,7 +707,7 @@ func TestJoin(t *testing.T) {
 	if err := e.hub.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if w := e.hub.Join(ch, ""); w != nil {
+	if w := e.hub.Join(ch, "", nil); w != nil {
 		t.Error("Join after Close returned a waiter")
 	}
 }
@@ -701,11 +733,11 @@ func TestLateConfirmationWakes(t *testing.T) {
 	subscribed := make(chan sub, 1)
 	start := time.Now()
 	go func() {
-		w, err := e.hub.Subscribe(context.Background(), "release:late", "")
+		w, err := e.hub.Subscribe(context.Background(), "release:late", "", nil)
 		subscribed <- sub{w, err}
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if j := e.hub.Join("release:late", ""); j != nil {
+	if j := e.hub.Join("release:late", "", nil); j != nil {
 		j.Close()
 		t.Error("Join of a subscription not confirmed yet returned a waiter")
 	}

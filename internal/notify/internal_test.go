@@ -40,12 +40,12 @@ func TestClusterRestartDetaches(t *testing.T) {
 			}
 		}
 	}
-	w1, err := h.Subscribe(ctx, first, "")
+	w1, err := h.Subscribe(ctx, first, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w1.Close()
-	w2, err := h.Subscribe(ctx, second, "")
+	w2, err := h.Subscribe(ctx, second, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestClusterRestartDetaches(t *testing.T) {
 			t.Fatal("waiter still attached to a dropped shard")
 		}
 	}
-	again, err := h.Subscribe(ctx, first, "")
+	again, err := h.Subscribe(ctx, first, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestNoLockOrderDeadlock(t *testing.T) {
 	h := New(rdb, slog.New(slog.DiscardHandler))
 	defer h.Close()
 	ctx := context.Background()
-	w, err := h.Subscribe(ctx, "a", "")
+	w, err := h.Subscribe(ctx, "a", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestNoLockOrderDeadlock(t *testing.T) {
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if w, err := h.Subscribe(sctx, "b", ""); err == nil {
+		if w, err := h.Subscribe(sctx, "b", "", nil); err == nil {
 			w.Close()
 		}
 	}()
@@ -122,7 +122,7 @@ func TestNoLockOrderDeadlock(t *testing.T) {
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if w, err := h.Subscribe(sctx, "c", ""); err == nil {
+		if w, err := h.Subscribe(sctx, "c", "", nil); err == nil {
 			w.Close()
 		}
 		close(done)
