@@ -37,33 +37,27 @@ type attempt struct {
 	asked []bool
 }
 
-// acquisition is how one primitive tries to take a lock, for the shared
-// try-and-wait loop.
+// acquisition is one call's taking of a lock, for the shared
+// try-and-wait loop: what it asks for, and the primitive that knows how
+// (by). It is one allocation: the primitive reads the call's values from
+// it rather than from closures.
 type acquisition struct {
 	lock *lock
+	by   taker
 	// what and name name what is taken in messages: the lock's kind and
 	// name, or for instance "member of mutex set \"pool\"" and a member.
 	what, name string
 	channel    string // where releases are announced
-	// try runs the primitive's try script once for token. Tries with the
-	// same token are idempotent: one that finds the token holding the lock
-	// reports it taken, so a try sent again after a lost reply is harmless.
-	try func(ctx context.Context, token string) (attempt, error)
-	// ops returns the operations of the lease a successful try took.
-	ops func(r attempt) leaseOps
-	// leave withdraws a caller that gives up: what a try of its own took
-	// though the caller never saw the reply, and its place in a queue or
-	// its intention. It changes nothing for a token that has neither.
-	leave func(ctx context.Context, token string) error
-	// beat, if set, is a waiter's heartbeat, which keeps its place in a
-	// queue alive between its tries (see heartbeats); parse reads its
-	// reply.
-	beat  func(token string) scriptCall
-	parse func([]any, error) (attempt, error)
-	// handOff, if set, is the least time a lock handed to a waiter by a
-	// release is held for it, from the send time of the waiter's last
-	// refused try, until its first renewal (see waiting.handedOver).
-	handOff time.Duration
+	// join is joinQueue for a caller of a queuer that will wait (its try
+	// joins the queue, a heartbeat keeps its place, and releases hand the
+	// lock to it), joinNever otherwise.
+	join int
+	// The call's values, for the primitive: the holder's metadata (a
+	// Mutex's or FairMutex's, an Election's value), the MutexSet member
+	// asked for ("" for any), the Semaphore permits.
+	meta   string
+	member string
+	n      int64
 	// shared marks the read side of an RWMutex, for hooks.
 	shared bool
 	// err is a bad argument of this call (or the lock's bad name or
@@ -71,26 +65,80 @@ type acquisition struct {
 	err error
 }
 
+// taker is how a primitive takes its lock: a queuer by the try script of
+// a queue, a tryer its own way.
+type taker interface {
+	// granted returns the operations of the lease a successful try of a
+	// took.
+	granted(a *acquisition, r attempt) leaseOps
+	// leave withdraws a caller of a that gives up: what a try of its own
+	// took though the caller never saw the reply, and its place in a
+	// queue or its intention. It changes nothing for a token that has
+	// neither.
+	leave(ctx context.Context, a *acquisition, tok string) error
+}
+
+// queuer is a taker whose waiters queue in Redis: a try, and a waiter's
+// heartbeat, are one run of tryScript's call in a join mode, whose reply
+// parseTry reads.
+type queuer interface {
+	taker
+	tryScript(a *acquisition, tok string, join int) scriptCall
+	parseTry(v []any, err error) (attempt, error)
+}
+
+// tryer is a taker that tries its own way.
+type tryer interface {
+	taker
+	tryAlone(ctx context.Context, a *acquisition, tok string) (attempt, error)
+}
+
+// try runs the primitive's try once for tok. Tries with the same token
+// are idempotent: one that finds the token holding the lock reports it
+// taken, so a try sent again after a lost reply is harmless.
+func (a *acquisition) try(ctx context.Context, tok string) (attempt, error) {
+	if q, ok := a.by.(queuer); ok {
+		return q.parseTry(q.tryScript(a, tok, a.join).run(ctx, a.lock.c.rdb).Slice())
+	}
+	return a.by.(tryer).tryAlone(ctx, a, tok)
+}
+
+// queues reports whether a caller waits in a queue: its heartbeat (see
+// beat) keeps its place alive between its tries, and a release may hand
+// it the lock (see handOff).
+func (a *acquisition) queues() bool { return a.join == joinQueue }
+
+// beat is the heartbeat of a queued waiter holding tok (see heartbeats);
+// parse reads its reply.
+func (a *acquisition) beat(tok string) scriptCall {
+	return a.by.(queuer).tryScript(a, tok, joinBeat)
+}
+
+// parse reads the reply of a's try or heartbeat.
+func (a *acquisition) parse(v []any, err error) (attempt, error) {
+	return a.by.(queuer).parseTry(v, err)
+}
+
+// handOff is the least time a lock handed to a queued waiter by a release
+// is held for it, from the send time of the waiter's last refused try,
+// until its first renewal (see waiting.handedOver); 0 when no release
+// hands a the lock.
+func (a *acquisition) handOff() time.Duration {
+	if a.queues() {
+		return queueLiveness
+	}
+	return 0
+}
+
+// ops returns the operations of the lease a successful try took.
+func (a *acquisition) ops(r attempt) leaseOps { return a.by.granted(a, r) }
+
+// leave withdraws a caller that gives up (see taker).
+func (a *acquisition) leave(ctx context.Context, tok string) error { return a.by.leave(ctx, a, tok) }
+
 // info names the lock taken, for hooks.
 func (a *acquisition) info() LockInfo {
 	return LockInfo{Kind: string(a.lock.kind), Name: a.lock.name, Shared: a.shared}
-}
-
-// queued makes a's try from call, the try script of a lock whose waiters
-// queue, for a token and a join mode; parse reads its reply. When block,
-// the try joins the queue, and the waiter's heartbeat and the hand-offs
-// to it follow from that.
-func (a *acquisition) queued(block bool, call func(token string, join int) scriptCall, parse func([]any, error) (attempt, error)) {
-	join := joinNever
-	if block {
-		join = joinQueue
-		a.beat = func(tok string) scriptCall { return call(tok, joinBeat) }
-		a.parse = parse
-		a.handOff = queueLiveness
-	}
-	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parse(call(tok, join).run(ctx, a.lock.c.rdb).Slice())
-	}
 }
 
 // grant makes the lease of a successful try sent at sent under ctx, which

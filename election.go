@@ -78,13 +78,17 @@ func (e *Election) TryCampaign(ctx context.Context, value string) (*Leadership, 
 
 func (e *Election) campaign(ctx context.Context, value string, block bool) (*Leadership, error) {
 	a := e.acquisition(block, leaderMeta(value, e.cfg.metadata))
-	a.ops = func(attempt) leaseOps { return e }
+	a.by = e
 	l, err := e.c.acquire(ctx, a, block)
 	if err != nil {
 		return nil, err
 	}
 	return &Leadership{l}, nil
 }
+
+// granted makes a leadership's lease an Election's (see Resign and
+// Proclaim); the rest of its taking is its queue's.
+func (e *Election) granted(*acquisition, attempt) leaseOps { return e }
 
 // Do campaigns as Campaign does, runs fn while it leads, and resigns.
 // fn's context is cancelled, with cause ErrLost (see context.Cause), the

@@ -107,8 +107,13 @@ func (l *lock) fail(op string, err error) error {
 	return fmt.Errorf("dlock: %s %s %q: %w", op, l.kind, l.name, err)
 }
 
-// acquisition starts describing how to take the lock; the primitive adds
-// its try, its leases and its give-up.
-func (l *lock) acquisition(channel string) *acquisition {
-	return &acquisition{lock: l, what: l.kind.String(), name: l.name, channel: channel, err: l.err}
+// acquisition starts describing a call's taking of the lock by by, whose
+// releases are announced on channel; a caller of a queuer that will wait
+// (block) joins its queue. The primitive adds the call's values.
+func (l *lock) acquisition(by taker, channel string, block bool) *acquisition {
+	a := &acquisition{lock: l, by: by, what: l.kind.String(), name: l.name, channel: channel, join: joinNever, err: l.err}
+	if _, ok := by.(queuer); ok && block {
+		a.join = joinQueue
+	}
+	return a
 }

@@ -242,21 +242,27 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 // set's channel, waiters for a named one on the member's. A caller that
 // will wait (block) joins the queue.
 func (s *MutexSet) acquisition(member string, block bool) *acquisition {
-	a := s.lock.acquisition(s.keys.Channel())
-	a.queued(block, func(tok string, join int) scriptCall {
-		return scriptCall{setAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, member,
-			join, millis(queueLiveness), mutexStarve.Microseconds()}}
-	}, parseSetAttempt)
-	a.ops = func(r attempt) leaseOps { return setMember{s, r.member} }
-	a.leave = func(ctx context.Context, tok string) error {
-		return s.run(ctx, setLeave, tok, s.c.hub.PublishCommand(), s.keys.Channel(), mutexStarve.Microseconds()).Err()
-	}
+	a := s.lock.acquisition(s, s.keys.Channel(), block)
+	a.member = member
 	if member != "" {
 		a.what = fmt.Sprintf("member of mutex set %q", s.name)
 		a.name = member
 		a.channel = s.keys.MemberChannel(member)
 	}
 	return a
+}
+
+func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
+	return scriptCall{setAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.member,
+		join, millis(queueLiveness), mutexStarve.Microseconds()}}
+}
+
+func (s *MutexSet) parseTry(v []any, err error) (attempt, error) { return parseSetAttempt(v, err) }
+
+func (s *MutexSet) granted(_ *acquisition, r attempt) leaseOps { return setMember{s, r.member} }
+
+func (s *MutexSet) leave(ctx context.Context, _ *acquisition, tok string) error {
+	return s.run(ctx, setLeave, tok, s.c.hub.PublishCommand(), s.keys.Channel(), mutexStarve.Microseconds()).Err()
 }
 
 // named describes taking member by name: a bad name is the call's error.

@@ -67,19 +67,25 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 // acquisition tries for the lock, for a holder that Status shows with
 // meta; a caller that will wait joins the queue.
 func (q *queued) acquisition(wait bool, meta string) *acquisition {
-	a := q.lock.acquisition(q.keys.Channel())
-	a.queued(wait, func(tok string, join int) scriptCall {
-		if join == joinBeat {
-			return scriptCall{queueBeat, q.kl, []any{tok, millis(queueLiveness)}}
-		}
-		return scriptCall{queueAcquire, q.kl, append([]any{tok, millis(q.cfg.ttl), meta, join,
-			millis(queueLiveness), q.starve().Microseconds()}, q.announce...)}
-	}, parseAttempt)
-	a.ops = func(attempt) leaseOps { return q }
-	a.leave = func(ctx context.Context, tok string) error {
-		return q.handOver(ctx, queueLeave, tok).Err()
-	}
+	a := q.lock.acquisition(q, q.keys.Channel(), wait)
+	a.meta = meta
 	return a
+}
+
+func (q *queued) tryScript(a *acquisition, tok string, join int) scriptCall {
+	if join == joinBeat {
+		return scriptCall{queueBeat, q.kl, []any{tok, millis(queueLiveness)}}
+	}
+	return scriptCall{queueAcquire, q.kl, append([]any{tok, millis(q.cfg.ttl), a.meta, join,
+		millis(queueLiveness), q.starve().Microseconds()}, q.announce...)}
+}
+
+func (q *queued) parseTry(v []any, err error) (attempt, error) { return parseAttempt(v, err) }
+
+func (q *queued) granted(*acquisition, attempt) leaseOps { return q }
+
+func (q *queued) leave(ctx context.Context, _ *acquisition, tok string) error {
+	return q.handOver(ctx, queueLeave, tok).Err()
 }
 
 func (q *queued) release(ctx context.Context, tok string) (bool, error) {

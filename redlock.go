@@ -110,20 +110,26 @@ func newRedlockMutex(q *queued) *redlockMutex {
 }
 
 func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) {
-	a := r.acquisition(r.keys.Channel())
-	a.try = r.try
-	a.ops = func(t attempt) leaseOps { return &redlockLease{r: r, fence: t.fence, asked: t.asked} }
-	// A caller that gives up may hold a share whose reply it missed, on
-	// any node.
-	a.leave = func(ctx context.Context, tok string) error {
-		for _, rp := range r.release(ctx, tok, 0, r.everyNode()) {
-			if rp.err != nil {
-				return rp.err
-			}
+	return r.c.acquire(ctx, r.acquisition(r, r.keys.Channel(), block), block)
+}
+
+func (r *redlockMutex) tryAlone(ctx context.Context, _ *acquisition, tok string) (attempt, error) {
+	return r.try(ctx, tok)
+}
+
+func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {
+	return &redlockLease{r: r, fence: t.fence, asked: t.asked}
+}
+
+// leave gives up a caller, who may hold a share whose reply it missed, on
+// any node.
+func (r *redlockMutex) leave(ctx context.Context, _ *acquisition, tok string) error {
+	for _, rp := range r.release(ctx, tok, 0, r.everyNode()) {
+		if rp.err != nil {
+			return rp.err
 		}
-		return nil
 	}
-	return r.c.acquire(ctx, a, block)
+	return nil
 }
 
 // try asks every node for the lock and keeps it if a majority granted it

@@ -146,24 +146,28 @@ func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 // caller will wait, and so whether it joins the writers' line (with an
 // intention, under PreferWriters).
 func (rw *RWMutex) writer(block bool) *acquisition {
-	intend := 0
-	if block && rw.cfg.rwMode == PreferWriters {
-		intend = 1
-	}
-	a := rw.acquisition(rw.writersChannel())
-	a.ops = func(attempt) leaseOps { return rw }
-	a.leave = func(ctx context.Context, tok string) error {
-		return rw.handOver(ctx, rwLeave, tok).Err()
-	}
+	return rw.acquisition(rw, rw.writersChannel(), block)
+}
+
+func (rw *RWMutex) tryScript(a *acquisition, tok string, join int) scriptCall {
 	// Only a writer that waits has a use for a place in the line
 	// (TryLock does not wait), and a PreferReaders writer asks readers for
 	// nothing. The place lives as long as the waiter keeps trying: its
 	// heartbeat renews it, so a dead writer's lapses.
-	a.queued(block, func(tok string, join int) scriptCall {
-		return scriptCall{rwLock, rw.kl, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
-			join, millis(queueLiveness), intend, mutexStarve.Microseconds()}}
-	}, parseAttempt)
-	return a
+	intend := 0
+	if a.queues() && rw.cfg.rwMode == PreferWriters {
+		intend = 1
+	}
+	return scriptCall{rwLock, rw.kl, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
+		join, millis(queueLiveness), intend, mutexStarve.Microseconds()}}
+}
+
+func (rw *RWMutex) parseTry(v []any, err error) (attempt, error) { return parseAttempt(v, err) }
+
+func (rw *RWMutex) granted(*acquisition, attempt) leaseOps { return rw }
+
+func (rw *RWMutex) leave(ctx context.Context, _ *acquisition, tok string) error {
+	return rw.handOver(ctx, rwLeave, tok).Err()
 }
 
 // reader is the acquisition of a read share.
@@ -178,22 +182,25 @@ func (rw *RWMutex) writer(block bool) *acquisition {
 // chooses, and a PreferReaders reader never waits for a writer that does
 // not hold the lock.
 func (rw *RWMutex) reader() *acquisition {
+	a := rw.acquisition(readSide{rw}, rw.readersChannel(), false)
+	a.what, a.shared = "rw mutex (read)", true
+	return a
+}
+
+func (r readSide) tryAlone(ctx context.Context, _ *acquisition, tok string) (attempt, error) {
 	giveWay := 0
-	if rw.cfg.rwMode == PreferWriters {
+	if r.rw.cfg.rwMode == PreferWriters {
 		giveWay = 1
 	}
-	a := rw.acquisition(rw.readersChannel())
-	a.what, a.shared = "rw mutex (read)", true
-	a.try = func(ctx context.Context, tok string) (attempt, error) {
-		return parseAttempt(rw.run(ctx, rwRLock, tok, millis(rw.cfg.ttl), rw.cfg.metadata, giveWay).Slice())
-	}
-	a.ops = func(attempt) leaseOps { return readSide{rw} }
-	// A reader that gives up holds at most a share its try took unseen.
-	a.leave = func(ctx context.Context, tok string) error {
-		_, err := readSide{rw}.release(ctx, tok)
-		return err
-	}
-	return a
+	return parseAttempt(r.rw.run(ctx, rwRLock, tok, millis(r.rw.cfg.ttl), r.rw.cfg.metadata, giveWay).Slice())
+}
+
+func (r readSide) granted(*acquisition, attempt) leaseOps { return r }
+
+// leave gives up a reader, who holds at most a share its try took unseen.
+func (r readSide) leave(ctx context.Context, _ *acquisition, tok string) error {
+	_, err := r.release(ctx, tok)
+	return err
 }
 
 // release frees a writer's lease, handing the lock on (see rw_unlock.lua).

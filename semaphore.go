@@ -154,17 +154,22 @@ func (s *Semaphore) check(n int64) error {
 // (block) joins the queue. Permits freed by a release are granted to the
 // waiters in the same script (see grant_waiters in lua/lib/permits.lua).
 func (s *Semaphore) acquisition(n int64, block bool) *acquisition {
-	a := s.lock.acquisition(s.keys.Channel())
-	a.err = s.check(n)
-	a.queued(block, func(tok string, join int) scriptCall {
-		return scriptCall{semAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, n, s.size,
-			join, millis(queueLiveness), s.c.hub.PublishCommand(), s.keys.Channel()}}
-	}, parseAttempt)
-	a.ops = func(attempt) leaseOps { return permits{s} }
-	a.leave = func(ctx context.Context, tok string) error {
-		return s.handOver(ctx, semLeave, tok).Err()
-	}
+	a := s.lock.acquisition(s, s.keys.Channel(), block)
+	a.n, a.err = n, s.check(n)
 	return a
+}
+
+func (s *Semaphore) tryScript(a *acquisition, tok string, join int) scriptCall {
+	return scriptCall{semAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.n, s.size,
+		join, millis(queueLiveness), s.c.hub.PublishCommand(), s.keys.Channel()}}
+}
+
+func (s *Semaphore) parseTry(v []any, err error) (attempt, error) { return parseAttempt(v, err) }
+
+func (s *Semaphore) granted(*acquisition, attempt) leaseOps { return permits{s} }
+
+func (s *Semaphore) leave(ctx context.Context, _ *acquisition, tok string) error {
+	return s.handOver(ctx, semLeave, tok).Err()
 }
 
 // handOver runs a script that lets tok's permits go and grants them on

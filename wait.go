@@ -109,7 +109,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl), 0, nil
 	case err == nil:
 		s.woken, s.backoff = false, 0
-		if s.b == nil && s.a.beat != nil {
+		if s.b == nil && s.a.queues() {
 			s.b = s.c.beats.join(s.a, s.tok, s.bell)
 		}
 		next, err := s.refusal(r, sent)
@@ -131,9 +131,9 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 // holder until its liveness deadline in the queue, at the server time the
 // message carries, after the waiter's last refused try had run (a try run
 // after it would have found the lock held by this token, not refused it).
-// That try, sent at s.refused, set the deadline to a.handOff (the
+// That try, sent at s.refused, set the deadline to a.handOff() (the
 // liveness timeout) from when it ran, so Redis keeps the lock until at
-// least s.refused + a.handOff. A hand-off dated before the last refusal
+// least s.refused + a.handOff(). A hand-off dated before the last refusal
 // lapsed already: that try found the lock not held by this token. A lease
 // that never expires takes a try instead, which makes the lock's expiry
 // go.
@@ -143,7 +143,7 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	}
 	g := s.w.Grant()
 	ttl := s.a.lock.cfg.ttl
-	if g == "" || s.a.handOff == 0 || ttl == 0 || ctx.Err() != nil {
+	if g == "" || s.a.handOff() == 0 || ttl == 0 || ctx.Err() != nil {
 		return nil
 	}
 	// "<fence> <server µs>", and for a MutexSet " <member>".
@@ -154,7 +154,7 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	if err != nil || err2 != nil || at < s.refusedAt {
 		return nil
 	}
-	held := min(s.a.handOff, ttl)
+	held := min(s.a.handOff(), ttl)
 	if !time.Now().Before(watchdog.Deadline(s.refused, held)) {
 		return nil
 	}
