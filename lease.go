@@ -17,8 +17,7 @@ type Lease struct {
 	token string
 	fence uint64
 	ops   leaseOps
-	ttl   time.Duration // 0: never expires
-	wdc   watchdog.Config
+	ttl   time.Duration      // 0: never expires
 	wd    *watchdog.Watchdog // nil when the lease never expires
 	// c is the client that issued the lease: its renewals run wd, its
 	// workers the lease's calls, its give-ups a release that Unlock could
@@ -64,7 +63,7 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 	if cfg.ttl == 0 {
 		return l
 	}
-	l.wdc = watchdog.Config{
+	wdc := watchdog.Config{
 		TTL:    cfg.ttl,
 		Auto:   cfg.autoRefresh,
 		Renew:  l.renew,
@@ -72,17 +71,17 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		OnLost: func(cause error) { l.markLost(lostBy(cause)) },
 	}
 	if _, ok := ops.(batchable); ok && c.batch != nil {
-		l.wdc.Batch, l.wdc.Lease = c.batch, l
+		wdc.Batch, wdc.Lease = c.batch, l
 	}
 	deadline := watchdog.Deadline(sent, held)
 	if d, ok := ops.(drifter); ok {
-		l.wdc.Drift = d.drift
+		wdc.Drift = d.drift
 		deadline = deadline.Add(-d.drift(held))
 	}
 	if held < cfg.ttl {
-		l.wd = l.c.renewals.StartRenewing(l.wdc, deadline)
+		l.wd = l.c.renewals.StartRenewing(wdc, deadline)
 	} else {
-		l.wd = l.c.renewals.Start(l.wdc, deadline)
+		l.wd = l.c.renewals.Start(wdc, deadline)
 	}
 	return l
 }
@@ -215,12 +214,13 @@ func (l *Lease) unlock(ctx context.Context) error {
 		return err
 	}
 	var deadline time.Time
+	var ttl time.Duration
 	var alarm *time.Timer
 	if l.wd != nil {
 		// Stopped first, so that no renewal can race the release and
 		// report a loss that Unlock itself caused; until the release is
 		// answered, Lost() still closes at the lease's deadline.
-		deadline, l.wdc.TTL = l.wd.Stop()
+		deadline, ttl = l.wd.Stop()
 		// Lost at the deadline: for want of the release's reply, or for
 		// what the watchdog met if the deadline had passed already.
 		reason := LostUnreachable
@@ -239,7 +239,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	}
 	if err != nil {
 		if !l.isLost() {
-			l.releaseInBackground(deadline)
+			l.releaseInBackground(deadline, ttl)
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
@@ -259,26 +259,27 @@ func (l *Lease) unlock(ctx context.Context) error {
 }
 
 // releaseInBackground follows an Unlock that failed: Unlock means release,
-// so the lease is no longer renewed, only watched until deadline, and the
-// release is retried until it gets through or the lease has expired (a
-// lease that never expires: until the client is closed). The caller holds
-// l.mu.
-func (l *Lease) releaseInBackground(deadline time.Time) {
+// so the lease is no longer renewed, only watched until deadline (reached
+// with a renewal to ttl, as the stopped watch told), and the release is
+// retried until it gets through or the lease has expired (a lease that
+// never expires: until the client is closed). The caller holds l.mu.
+func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 	lapse := time.Duration(0)
 	if l.wd != nil {
-		l.wdc.Auto = false
+		wdc := l.wd.Config()
+		wdc.TTL, wdc.Auto = ttl, false
 		// What it misses then, but for a Refresh finding the lease gone,
 		// is the release's confirmation.
-		l.wdc.OnLost = func(cause error) {
+		wdc.OnLost = func(cause error) {
 			if r := lostBy(cause); r == LostGone {
 				l.markLost(r)
 				return
 			}
 			l.markLost(LostUnreachable)
 		}
-		l.wd = l.c.renewals.Start(l.wdc, deadline)
+		l.wd = l.c.renewals.Start(wdc, deadline)
 		// Redis keeps the lease no longer than the TTL last set.
-		lapse = l.wdc.TTL
+		lapse = ttl
 	}
 	if !l.releasing {
 		l.releasing = true

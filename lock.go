@@ -63,7 +63,8 @@ func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string)
 	if l.err == nil {
 		l.err = l.cfg.err
 	}
-	l.kl = []string{l.keys.Key()}
+	l.kl = make([]string, 1, 1+len(parts))
+	l.kl[0] = l.keys.Key()
 	for _, p := range parts {
 		l.kl = append(l.kl, l.keys.Part(p))
 	}

@@ -35,7 +35,7 @@ func (lp *Loop) StartRenewing(cfg Config, deadline time.Time) *Watchdog {
 }
 
 func (lp *Loop) start(cfg Config, deadline time.Time, first bool) *Watchdog {
-	d := &Watchdog{loop: lp, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	d := &Watchdog{loop: lp, cfg: cfg, done: make(chan struct{})}
 	d.w = newWatch(d, deadline, first)
 	lp.do(func(s *state) { heap.Push(&s.watches, d.w) })
 	return d

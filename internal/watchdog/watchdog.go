@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -84,12 +85,12 @@ func Deadline(sent time.Time, ttl time.Duration) time.Time {
 // Watchdog watches one lease, from its Loop's goroutine, until Stop or
 // loss.
 type Watchdog struct {
-	loop *Loop
-	cfg  Config
-	w    *watch // the loop's state of the lease; only the loop touches it
-	stop chan struct{}
-	once sync.Once
-	done chan struct{}
+	loop    *Loop
+	cfg     Config
+	w       *watch      // the loop's state of the lease; only the loop touches it
+	stopped atomic.Bool // set by Stop: OnLost is not called from then on
+	once    sync.Once
+	done    chan struct{}
 	// deadline, ttl and lapse are valid once done is closed.
 	deadline time.Time
 	ttl      time.Duration
@@ -143,7 +144,7 @@ func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 // one that Redis may still apply.
 func (d *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	d.once.Do(func() {
-		close(d.stop)
+		d.stopped.Store(true)
 		d.loop.do(func(s *state) { s.end(d.w) })
 	})
 	<-d.done
@@ -159,13 +160,14 @@ func (d *Watchdog) Lapse() error {
 
 // lost calls OnLost with cause unless Stop was called.
 func (d *Watchdog) lost(cause error) {
-	select {
-	case <-d.stop:
-		return
-	default:
+	if !d.stopped.Load() {
+		d.cfg.OnLost(cause)
 	}
-	d.cfg.OnLost(cause)
 }
+
+// Config returns the watch's configuration, for a Watchdog that takes
+// over from it once it stopped.
+func (d *Watchdog) Config() Config { return d.cfg }
 
 // automatic marks the contexts of automatic renewals.
 type automatic struct{}
