@@ -93,6 +93,17 @@ type tryer interface {
 	tryAlone(ctx context.Context, a *acquisition, tok string) (attempt, error)
 }
 
+// Every taker is one or the other (see acquisition.try).
+var (
+	_ queuer = (*queued)(nil)
+	_ queuer = (*Election)(nil)
+	_ queuer = (*RWMutex)(nil)
+	_ queuer = (*MutexSet)(nil)
+	_ queuer = (*Semaphore)(nil)
+	_ tryer  = readSide{}
+	_ tryer  = (*redlockMutex)(nil)
+)
+
 // try runs the primitive's try once for tok. Tries with the same token
 // are idempotent: one that finds the token holding the lock reports it
 // taken, so a try sent again after a lost reply is harmless.

@@ -165,19 +165,19 @@ func (h *Hub) Subscribe(ctx context.Context, name, key string, bell chan struct{
 		h.mu.Unlock()
 		w = h.subscribeOn(ctx, sh, name, key, bell)
 	}
-	if err := h.settle(ctx, w); err != nil {
+	if err := h.awaitAnswer(ctx, w); err != nil {
 		w.Close()
 		return nil, err
 	}
 	return w, nil
 }
 
-// settle waits until Redis answered the subscription w joined: it
+// awaitAnswer waits until Redis answered the subscription w joined: it
 // confirmed it, or the hub gave the channel up before (its connection
 // broke: w is then Detached and already woken, and subscribes again after
 // its next try), or at most confirmWait. It fails if Redis refused the
 // subscription, or ctx or the hub ended.
-func (h *Hub) settle(ctx context.Context, w *Waiter) error {
+func (h *Hub) awaitAnswer(ctx context.Context, w *Waiter) error {
 	h.mu.Lock()
 	settled := w.ch.awaited(h)
 	h.mu.Unlock()
