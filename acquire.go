@@ -84,7 +84,7 @@ type taker interface {
 type queuer interface {
 	taker
 	tryScript(a *acquisition, tok string, join int) scriptCall
-	parseTry(v []any, err error) (attempt, error)
+	parseTry(reply any, err error) (attempt, error)
 }
 
 // tryer is a taker that tries its own way.
@@ -109,7 +109,7 @@ var (
 // taken, so a try sent again after a lost reply is harmless.
 func (a *acquisition) try(ctx context.Context, tok string) (attempt, error) {
 	if q, ok := a.by.(queuer); ok {
-		return q.parseTry(q.tryScript(a, tok, a.join).run(ctx, a.lock.c.rdb).Slice())
+		return q.parseTry(q.tryScript(a, tok, a.join).run(ctx, a.lock.c.rdb).Result())
 	}
 	return a.by.(tryer).tryAlone(ctx, a, tok)
 }
@@ -126,8 +126,8 @@ func (a *acquisition) beat(tok string) scriptCall {
 }
 
 // parse reads the reply of a's try or heartbeat.
-func (a *acquisition) parse(v []any, err error) (attempt, error) {
-	return a.by.(queuer).parseTry(v, err)
+func (a *acquisition) parse(reply any, err error) (attempt, error) {
+	return a.by.(queuer).parseTry(reply, err)
 }
 
 // handOff is the least time a lock handed to a queued waiter by a release

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,9 +47,19 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 // BenchmarkUncontended is one TryLock+Unlock pair of each primitive on
 // one idle Redis, beside the bare protocol (SET NX PX, then a
 // compare-and-delete script): redis-µs/op is what Redis spent on the pair.
+//
+// With DLOCK_BENCH_CALLGRIND=1 the Redis runs under valgrind's callgrind
+// and redis-instr/op is the instructions it ran per pair (receiving,
+// running and answering both calls): a figure that, unlike µs, holds
+// still on a busy machine. Times are then meaningless.
 func BenchmarkUncontended(b *testing.B) {
-	srv := redistest.Start(b)
-	c, rdb, cnt := newClient(b, srv)
+	counted := os.Getenv("DLOCK_BENCH_CALLGRIND") != ""
+	srv := redistest.Start
+	if counted {
+		srv = func(t testing.TB, _ ...string) *redistest.Server { return redistest.StartCounted(t) }
+	}
+	server := srv(b)
+	c, rdb, cnt := newClient(b, server)
 	ctx := context.Background()
 	set := c.MutexSet("bench-set")
 	if err := set.Add(ctx, "m"); err != nil {
@@ -64,9 +75,19 @@ func BenchmarkUncontended(b *testing.B) {
 		{"RWMutex-read", leaseTry(c.RWMutex("bench").TryRLock)},
 		{"MutexSet", leaseTry(set.TryAcquire)},
 		{"Semaphore", leaseTry(func(ctx context.Context) (*dlock.Lease, error) { return c.Semaphore("bench", 2).TryAcquire(ctx, 1) })},
-		{"floor", floorTry(rdb)},
+		{"floor", floorTry(rdb, "floor")},
 	} {
-		b.Run(p.name, func(b *testing.B) { benchTryLockUnlock(b, ctx, p.try, rdb, cnt) })
+		b.Run(p.name, func(b *testing.B) {
+			if counted {
+				server.Instructions(b)
+			}
+			benchTryLockUnlock(b, ctx, p.try, rdb, cnt)
+			if counted {
+				// The pair run to warm up, and INFO twice, count too:
+				// a few pairs' worth, against thousands.
+				b.ReportMetric(float64(server.Instructions(b))/float64(b.N+1), "redis-instr/op")
+			}
+		})
 	}
 }
 
@@ -86,10 +107,10 @@ func leaseTry(try func(context.Context) (*dlock.Lease, error)) tryFunc {
 
 var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
-// floorTry is the bare protocol: SET NX PX, then a compare-and-delete
-// script.
-func floorTry(rdb *redis.Client) tryFunc {
-	const key, tok = "floor", "token-of-thirty-two-characters.."
+// floorTry is the bare protocol on key: SET NX PX, then a
+// compare-and-delete script.
+func floorTry(rdb *redis.Client, key string) tryFunc {
+	const tok = "token-of-thirty-two-characters.."
 	return func(ctx context.Context) (func(context.Context) error, error) {
 		ok, err := rdb.SetNX(ctx, key, tok, 10*time.Second).Result()
 		if err == nil && !ok {
@@ -379,4 +400,42 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 // commands that scripts run are inside their script's time.
 func commandMicros(b *testing.B, rdb *redis.Client) int64 {
 	return redistest.CommandMicros(b, rdb, "evalsha", "set")
+}
+
+// BenchmarkOwnKeys is bench scenario 5 in one process, for profiling the
+// client: 256 goroutines, each taking and releasing a key of its own
+// (Lock+Unlock), beside the bare protocol on the same Redis. ns/op is per
+// pair, all goroutines together; the client's CPU per pair is the profile's.
+func BenchmarkOwnKeys(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64 }) // as the bench module's
+	c := dlock.New(rdb)
+	defer c.Close()
+	for _, p := range []struct {
+		name string
+		mk   func(i int) tryFunc
+	}{
+		{"Mutex", func(i int) tryFunc { return leaseTry(c.Mutex(fmt.Sprint("own-", i)).Lock) }},
+		{"floor", func(i int) tryFunc { return floorTry(rdb, fmt.Sprint("floor-", i)) }},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			var next atomic.Int64
+			b.SetParallelism(128) // 256 goroutines on this 2-core machine
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				try := p.mk(int(next.Add(1)))
+				ctx := context.Background()
+				for pb.Next() {
+					unlock, err := try(ctx)
+					if err == nil {
+						err = unlock(ctx)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

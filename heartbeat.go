@@ -138,7 +138,7 @@ func (h *heartbeats) send(beats []*beat) {
 	for i, b := range beats {
 		replies[i] = beatReply{sent: sent, err: errNoReply}
 		if err == nil {
-			r, err := b.a.parse(cmds[i].Slice())
+			r, err := b.a.parse(cmds[i].Result())
 			replies[i].wait, replies[i].holder, replies[i].at, replies[i].err = r.wait, r.holder, r.at, err
 		}
 	}

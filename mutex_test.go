@@ -173,6 +173,43 @@ func TestFenceSurvivesExpiry(t *testing.T) {
 	}
 }
 
+// TestFenceAheadOfTheClock checks the fence after a last fence the clock
+// has not reached (a clock stepped back) and after one far behind it: the
+// script tells them apart by comparing decimal strings.
+func TestFenceAheadOfTheClock(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	m := c.Mutex("stepped")
+	l := mustTake(t, ctx, m.TryLock)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := rdb.Keys(ctx, "*:fence").Result()
+	if err != nil || len(ks) != 1 {
+		t.Fatalf("fence keys %v, %v; want one", ks, err)
+	}
+	take := func() uint64 {
+		t.Helper()
+		l := mustTake(t, ctx, m.TryLock)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return l.Fence()
+	}
+	ahead := l.Fence() + uint64(time.Hour/time.Microsecond)
+	rdb.Set(ctx, ks[0], ahead, 0)
+	if f := take(); f != ahead+1 {
+		t.Fatalf("fence %d after a last fence of %d ahead of the clock; want %d", f, ahead, ahead+1)
+	}
+	if f := take(); f != ahead+2 {
+		t.Fatalf("next fence %d; want %d", f, ahead+2)
+	}
+	rdb.Set(ctx, ks[0], 5, 0) // far behind, and shorter
+	if f := take(); f <= l.Fence() || f > ahead {
+		t.Fatalf("fence %d after a last fence of 5; want the clock, above %d", f, l.Fence())
+	}
+}
+
 func TestRoundTrips(t *testing.T) {
 	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)

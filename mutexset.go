@@ -257,7 +257,9 @@ func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
 		join, millis(queueLiveness), mutexStarve.Microseconds()}}
 }
 
-func (s *MutexSet) parseTry(v []any, err error) (attempt, error) { return parseSetAttempt(v, err) }
+func (s *MutexSet) parseTry(reply any, err error) (attempt, error) {
+	return parseSetAttempt(reply, err)
+}
 
 func (s *MutexSet) granted(_ *acquisition, r attempt) leaseOps { return setMember{s, r.member} }
 
@@ -274,24 +276,25 @@ func (s *MutexSet) named(member string, block bool) *acquisition {
 	return a
 }
 
-// parseSetAttempt reads set_acquire's reply: {1, fence, member},
-// {0, wait, holder} or {-1} for a member not in the set.
-func parseSetAttempt(v []any, err error) (attempt, error) {
+// parseSetAttempt reads set_acquire's reply: "<fence> <member>" when
+// taken (a string: a table costs Redis 7.0 more to send), {0, wait,
+// holder, at} or {-1} for a member not in the set.
+func parseSetAttempt(reply any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
 	}
-	if len(v) == 1 && toInt(v[0]) == -1 {
+	if s, ok := reply.(string); ok {
+		f, m, _ := strings.Cut(s, " ")
+		fence, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || fence == 0 {
+			return attempt{}, fmt.Errorf("%w %q", errBadReply, s)
+		}
+		return attempt{ok: true, fence: fence, member: m}, nil
+	}
+	if v, _ := reply.([]any); len(v) == 1 && toInt(v[0]) == -1 {
 		return attempt{}, ErrNoMember
 	}
-	r, err := parseAttempt(v, nil)
-	if err != nil || !r.ok {
-		return r, err
-	}
-	if len(v) < 3 {
-		return attempt{}, fmt.Errorf("%w %v", errBadReply, v)
-	}
-	r.member, _ = v[2].(string)
-	return r, nil
+	return parseAttempt(reply, nil)
 }
 
 // splitSetWaiter splits a MutexSet waiter's entry, "<n>:<member><metadata>"

@@ -65,15 +65,17 @@ func waitersOf(v any) []Waiter {
 	return out
 }
 
-// parseAttempt reads a try script's reply: {1, fence} or {0, ttl, holder
-// [, server µs]}.
-func parseAttempt(v []any, err error) (attempt, error) {
+// parseAttempt reads a try script's reply: the fence (> 0) when taken,
+// else {0, ttl, holder [, server µs]}. A taken lock replies a bare integer
+// because a table reply costs Redis 7.0 several times more to send.
+func parseAttempt(reply any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
 	}
-	if len(v) >= 2 && toInt(v[0]) == 1 {
-		return attempt{ok: true, fence: uint64(toInt(v[1]))}, nil
+	if fence, ok := reply.(int64); ok && fence > 0 {
+		return attempt{ok: true, fence: uint64(fence)}, nil
 	}
+	v, _ := reply.([]any)
 	if len(v) >= 3 {
 		r := attempt{wait: ttlOf(toInt(v[1])), holder: uint64(toInt(v[2]))}
 		if len(v) >= 4 {
@@ -81,7 +83,7 @@ func parseAttempt(v []any, err error) (attempt, error) {
 		}
 		return r, nil
 	}
-	return attempt{}, fmt.Errorf("%w %v", errBadReply, v)
+	return attempt{}, fmt.Errorf("%w %v", errBadReply, reply)
 }
 
 // errBadReply reports a script reply dlock cannot read: a defect, or

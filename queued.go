@@ -80,7 +80,7 @@ func (q *queued) tryScript(a *acquisition, tok string, join int) scriptCall {
 		millis(queueLiveness), q.starve().Microseconds()}, q.announce...)}
 }
 
-func (q *queued) parseTry(v []any, err error) (attempt, error) { return parseAttempt(v, err) }
+func (q *queued) parseTry(reply any, err error) (attempt, error) { return parseAttempt(reply, err) }
 
 func (q *queued) granted(*acquisition, attempt) leaseOps { return q }
 

@@ -162,7 +162,7 @@ func (rw *RWMutex) tryScript(a *acquisition, tok string, join int) scriptCall {
 		join, millis(queueLiveness), intend, mutexStarve.Microseconds()}}
 }
 
-func (rw *RWMutex) parseTry(v []any, err error) (attempt, error) { return parseAttempt(v, err) }
+func (rw *RWMutex) parseTry(reply any, err error) (attempt, error) { return parseAttempt(reply, err) }
 
 func (rw *RWMutex) granted(*acquisition, attempt) leaseOps { return rw }
 
@@ -192,7 +192,7 @@ func (r readSide) tryAlone(ctx context.Context, _ *acquisition, tok string) (att
 	if r.rw.cfg.rwMode == PreferWriters {
 		giveWay = 1
 	}
-	return parseAttempt(r.rw.run(ctx, rwRLock, tok, millis(r.rw.cfg.ttl), r.rw.cfg.metadata, giveWay).Slice())
+	return parseAttempt(r.rw.run(ctx, rwRLock, tok, millis(r.rw.cfg.ttl), r.rw.cfg.metadata, giveWay).Result())
 }
 
 func (r readSide) granted(*acquisition, attempt) leaseOps { return r }

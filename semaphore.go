@@ -164,7 +164,7 @@ func (s *Semaphore) tryScript(a *acquisition, tok string, join int) scriptCall {
 		join, millis(queueLiveness), s.c.hub.PublishCommand(), s.keys.Channel()}}
 }
 
-func (s *Semaphore) parseTry(v []any, err error) (attempt, error) { return parseAttempt(v, err) }
+func (s *Semaphore) parseTry(reply any, err error) (attempt, error) { return parseAttempt(reply, err) }
 
 func (s *Semaphore) granted(*acquisition, attempt) leaseOps { return permits{s} }
 

@@ -9,4 +9,4 @@
 --          its end is announced by "leader": those who follow the holder
 --          wake when it would run out, and must learn the new time
 -- Returns  1 when extended; 0 when the token did not hold it (nothing changes).
-return refresh_owner(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4])
+return refresh_owner(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])

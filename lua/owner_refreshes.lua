@@ -8,5 +8,5 @@ return each_call(function(k, _, na)
   if na == 4 then
     publish, channel = ARGV[k + 3], ARGV[k + 4]
   end
-  return refresh_owner(ARGV[k], ARGV[k + 1], tonumber(ARGV[k + 2]), publish, channel)
+  return refresh_owner(ARGV[k], ARGV[k + 1], ARGV[k + 2], publish, channel)
 end)

@@ -20,14 +20,14 @@
 -- ARGV[7]  (Election only) publish command: PUBLISH, or SPUBLISH on Redis
 --          Cluster; ARGV[8] the channel on which a lock taken is announced
 --          by "leader", for those who follow its holder
--- Returns  {1, fence} when taken (also when this token already holds it:
---          a try may be sent again after a lost reply; the lease's TTL
---          then starts anew);
+-- Returns  the fence, a bare integer (> 0), when taken (also when this
+--          token already holds it: a try may be sent again after a lost
+--          reply; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (0 when free but another waiter is
 --           first), server time in µs (a hand-off to this token dated
 --           before it was void by now)}.
-local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
 
 -- announce_taken is the reply of a try that took the lock with fence,
 -- announced first when the caller asked. The lock is taken by then, so
@@ -37,7 +37,7 @@ local function announce_taken(fence)
   if ARGV[8] then
     redis.pcall(ARGV[7], ARGV[8], 'leader')
   end
-  return {1, fence}
+  return fence
 end
 
 -- The common case, nobody waiting: one SET NX takes a free lock.

@@ -4,6 +4,11 @@
 -- ARGV     the calls, each with queue_beat.lua's KEYS and ARGV
 -- Returns  the list of the calls' replies (queue_beat.lua's), in order
 local now = now_us()
+-- Every waiter of a client has the same liveness timeout: read it once.
+local live, live_ms
 return each_call(function(k)
-  return beat_queue(ARGV[k], ARGV[k + 2], ARGV[k + 3], ARGV[k + 4], ARGV[k + 5], tonumber(ARGV[k + 6]), now)
+  if ARGV[k + 6] ~= live then
+    live, live_ms = ARGV[k + 6], tonumber(ARGV[k + 6])
+  end
+  return beat_queue(ARGV[k], ARGV[k + 2], ARGV[k + 3], ARGV[k + 4], ARGV[k + 5], live_ms, now)
 end)

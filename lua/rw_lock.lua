@@ -24,15 +24,16 @@
 -- ARGV[6]  1 to hold an intention while in the line (PreferWriters), 0 not to
 -- ARGV[7]  starve_us: how long the first writer may wait before newcomers
 --          must queue behind it
--- Returns  {1, fence} when taken (also when this token already holds it:
---          a try may be sent again after a lost reply, or the lock was
---          handed to it; the lease's TTL then starts anew);
+-- Returns  the fence, a bare integer (> 0), when taken (also when this
+--          token already holds it: a try may be sent again after a lost
+--          reply, or the lock was handed to it; the lease's TTL then
+--          starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence, else the oldest reader's,
 --           else 0 (another writer is first), server time in µs (a
 --           hand-off to this token dated before it was void by now)};
 --          a heartbeat never takes the lock: it replies try_now instead.
-local tok, ttl, join = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
 local beat = join == '2'
 local now = now_us()
 -- Any readers (live or not) or writers waiting?
@@ -47,7 +48,7 @@ end
 if mine then
   return try_now(now) -- handed to the waiter
 elseif fence then
-  return {1, fence}
+  return fence
 end
 -- @helpers
 local now_ms = math.floor(now / 1000)
@@ -64,7 +65,7 @@ elseif free then
     drop_waiters(KEYS[7], KEYS[8], KEYS[9], {tok})
     redis.call('ZREM', KEYS[6], tok)
   end
-  return {1, take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)}
+  return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
 end
 if join ~= '0' then
   local live = tonumber(ARGV[5])
@@ -84,7 +85,7 @@ if oldest then
   -- Readers hold it: worth a try unasked when the first of them expires
   -- (past it already, more expired readers than one prune takes: at
   -- once), though the last one's release hands the lock on.
-  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
+  local first = redis.call('ZRANGE', KEYS[4], '0', '0', 'WITHSCORES')[2]
   local wait = -1
   if first ~= 'inf' then
     wait = math.max(0, tonumber(first) - now_ms)

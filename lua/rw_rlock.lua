@@ -10,9 +10,9 @@
 -- ARGV[2]  TTL in ms; 0 = the share never expires
 -- ARGV[3]  metadata shown by Status
 -- ARGV[4]  1 to wait while a writer's intention lives (PreferWriters), 0 not to
--- Returns  {1, fence} when taken (also when this token already has a share:
---          a try may be sent again after a lost reply; the share's TTL
---          then starts anew);
+-- Returns  the fence, a bare integer (> 0), when taken (also when this
+--          token already has a share: a try may be sent again after a
+--          lost reply; the share's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence; when only intentions stop
 --           the caller, the oldest reader's fence or 0}.
@@ -30,7 +30,7 @@ if mine then
     redis.call('ZADD', KEYS[4], 'GT', int(now_ms + ttl), tok)
     expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
   end
-  return {1, tonumber(mine)}
+  return tonumber(mine)
 end
 local w = owner_of(redis.call('GET', KEYS[1]))
 if w then
@@ -38,10 +38,10 @@ if w then
 end
 if ARGV[4] == '1' then
   -- The latest intention; the writers' tries clear out the dead ones.
-  local last = tonumber(redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')[2] or '0')
+  local last = tonumber(redis.call('ZRANGE', KEYS[6], '-1', '-1', 'WITHSCORES')[2] or '0')
   if last > now_ms then
     -- A dead writer's intention stops readers until its deadline, no longer.
-    local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+    local oldest = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
     return {0, last - now_ms, tonumber(oldest or '0')}
   end
 end
@@ -55,4 +55,4 @@ redis.call('ZADD', KEYS[3], int(fence), tok)
 redis.call('ZADD', KEYS[4], deadline, tok)
 redis.call('HSET', KEYS[5], tok, int(now_ms) .. ':' .. ARGV[3])
 expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
-return {1, fence}
+return fence

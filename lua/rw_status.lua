@@ -17,7 +17,7 @@
 -- Readers, intentions and writers past their deadline are left out.
 local now_ms = time_ms()
 local out = owner_status(KEYS[1], KEYS[2])
-local rs = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+local rs = redis.call('ZRANGE', KEYS[3], '0', '-1', 'WITHSCORES')
 local readers = {}
 for i = 1, #rs, 2 do
   local deadline = redis.call('ZSCORE', KEYS[4], rs[i])

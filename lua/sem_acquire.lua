@@ -22,9 +22,10 @@
 -- ARGV[7]  waiter liveness timeout in ms
 -- ARGV[8]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[9]  the release channel, on which granted waiters are told
--- Returns  {1, fence} when taken (also when this token already holds a
---          lease: a try may be sent again after a lost reply, or permits
---          were handed to it; the lease's TTL then starts anew);
+-- Returns  the fence, a bare integer (> 0), when taken (also when this
+--          token already holds a lease: a try may be sent again after a
+--          lost reply, or permits were handed to it; the lease's TTL then
+--          starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), the last fence issued (0 if forgotten), server time in
 --           µs (a hand-off to this token dated before it was void by now)};
@@ -51,7 +52,7 @@ elseif mine then
   local deadline = deadline_of(ttl, now_ms)
   redis.call('ZADD', KEYS[3], 'GT', deadline, tok)
   outlive(KEYS[1], KEYS[3], deadline, now_ms, false)
-  return {1, mine.fence}
+  return mine.fence
 end
 if not beat and (not head or head == tok) and n <= size - used then
   if head then
@@ -59,7 +60,7 @@ if not beat and (not head or head == tok) and n <= size - used then
   end
   local fence = issue_fence(KEYS[2], now)
   add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], fence, now, meta, deadline_of(ttl, now_ms))
-  return {1, fence}
+  return fence
 end
 if join ~= '0' and not join_queue(KEYS[4], KEYS[5], KEYS[6], tok, ARGV[4] .. ':' .. ARGV[5] .. ':' .. meta, now, tonumber(ARGV[7]), beat) then
   return try_now(now) -- a heartbeat of a waiter dropped from the queue
@@ -72,7 +73,7 @@ local wait = -1
 if head and head ~= tok then
   wait = tonumber(redis.call('ZSCORE', KEYS[5], head)) - now_ms
 else
-  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+  local first = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
   if first and first ~= 'inf' then
     wait = tonumber(first) - now_ms
   end

@@ -17,7 +17,7 @@
 -- ARGV[6]  waiter liveness timeout in ms
 -- ARGV[7]  starve_us: how long a waiter may wait before newcomers must
 --          queue behind it
--- Returns  {1, fence, member} when taken (also when this token already
+-- Returns  "<fence> <member>" when taken (also when this token already
 --          holds one: a try may be sent again after a lost reply, or a
 --          member was handed to it; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
@@ -46,7 +46,7 @@ if mine then
     else
       redis.call('ZADD', KEYS[3], '+inf', mine)
     end
-    return {1, tonumber(redis.call('HGET', KEYS[8], mine)), mine}
+    return redis.call('HGET', KEYS[8], mine) .. ' ' .. mine
   end
 end
 
@@ -73,7 +73,8 @@ local function take(m)
   if queued then
     drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
   end
-  return {1, set_grant(m, tok, ttl, meta, now), m}
+  local _, fence = set_grant(m, tok, ttl, meta, now)
+  return fence .. ' ' .. m
 end
 local function refuse(wait, holder)
   if join ~= '0' and not join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[6]), beat) then
@@ -111,7 +112,7 @@ if want ~= '' then
   return take(want)
 end
 
-local m = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+local m = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
 if m then
   local w = ahead(m)
   if not w then
@@ -120,7 +121,7 @@ if m then
   return behind(w, 0)
 end
 local wait = -1
-local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')
 if first[2] and first[2] ~= 'inf' then
   wait = wait_for(tonumber(first[2]))
 end

@@ -12,8 +12,8 @@ local added = 0
 local now
 for i = 3, #ARGV do
   local m = ARGV[i]
-  if redis.call('ZADD', KEYS[1], 'NX', 0, m) == 1 then
-    redis.call('ZADD', KEYS[2], 0, m)
+  if redis.call('ZADD', KEYS[1], 'NX', '0', m) == 1 then
+    redis.call('ZADD', KEYS[2], '0', m)
     added = added + 1
     -- Only waiters for any member can wait for a new one.
     now = now or now_us()

@@ -18,7 +18,7 @@ if m then
   return 1
 end
 if first then
-  m = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  m = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
   if m then
     set_hand_over(m, now_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
   end

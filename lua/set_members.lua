@@ -17,7 +17,7 @@ local from = '-'
 if ARGV[1] ~= '' then
   from = '(' .. ARGV[1]
 end
-local names = redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', 0, size)
+local names = redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', '0', size)
 local out = {}
 for _, m in ipairs(names) do
   local fence = tonumber(redis.call('HGET', KEYS[8], m) or '0')

@@ -19,7 +19,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[9])) do
 end
 local held = redis.call('ZCOUNT', KEYS[3], '(' .. int(now_ms), '+inf')
 local soonest = -2
-local first = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. int(now_ms), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local first = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. int(now_ms), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
 if first[2] == 'inf' then
   soonest = -1
 elseif first[2] then

@@ -42,6 +42,7 @@ type Server struct {
 	args    []string // appended to the command line
 	cluster bool
 	tls     *TLSFiles // serve TLS too, on busPort (see StartTLS)
+	wrap    []string  // a command redis-server runs under (see StartCounted)
 
 	mu      sync.Mutex
 	port    int
@@ -322,7 +323,11 @@ func (s *Server) spawnLocked() error {
 	args = append(args, s.args...)
 
 	out := &tail{}
-	cmd := exec.Command(s.bin, args...)
+	name := s.bin
+	if len(s.wrap) > 0 {
+		name, args = s.wrap[0], append(append(s.wrap[1:len(s.wrap):len(s.wrap)], s.bin), args...)
+	}
+	cmd := exec.Command(name, args...)
 	// exec drains the output through a pipe into out, so redis never
 	// blocks on writing its log.
 	cmd.Stdout, cmd.Stderr = out, out

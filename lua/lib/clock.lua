@@ -33,16 +33,21 @@ local function keep_fence(fence_key, fence, now)
   redis.call('SET', fence_key, int(fence), 'PX', math.max(1, math.ceil((fence - now) / 1000) + 60000))
 end
 
--- issue_fence returns the next fence of a lock and records it, so fences
--- rise strictly even when the lock's keys have expired, as long as the
--- server clock does not step back by more than the minute keep_fence
--- allows. One command when the clock has passed the last fence, as it
--- nearly always has: the clock is written and the last fence read at once.
+-- issue_fence returns the next fence of a lock (and int(now)) and records
+-- it, so fences rise strictly even when the lock's keys have expired, as
+-- long as the server clock does not step back by more than the minute
+-- keep_fence allows. One command when the clock has passed the last
+-- fence, as it nearly always has: the clock is written and the last fence
+-- read at once. Both are decimals without leading zeros, so that case is
+-- told by their lengths and a string comparison, with no number read back
+-- (a tonumber costs Redis about what a command does).
 local function issue_fence(fence_key, now)
-  local last = redis.call('SET', fence_key, int(now), 'PX', 60000, 'GET')
-  local fence = next_fence(tonumber(last or '0'), now)
-  if fence > now then
-    keep_fence(fence_key, fence, now)
+  local clock = int(now)
+  local last = redis.call('SET', fence_key, clock, 'PX', '60000', 'GET')
+  if not last or #last < #clock or (#last == #clock and last < clock) then
+    return now, clock
   end
-  return fence
+  local fence = tonumber(last) + 1
+  keep_fence(fence_key, fence, now)
+  return fence, clock
 end

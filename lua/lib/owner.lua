@@ -21,21 +21,22 @@ local function owns(owner, tok)
   return v ~= false and string.sub(v, 1, #tok + 1) == tok .. ' '
 end
 
--- refresh_owner extends the lease tok holds on the owner key to ttl_ms
--- and returns 1, or returns 0 when tok does not hold it (nothing changes).
--- With publish and channel (an Election's) a lease brought nearer its end
--- is announced on channel by "leader": those who follow the holder wake
--- when it would run out, and must learn the new time.
-local function refresh_owner(owner, tok, ttl_ms, publish, channel)
+-- refresh_owner extends the lease tok holds on the owner key to ttl ms (a
+-- decimal string, as the caller sent it) and returns 1, or returns 0 when
+-- tok does not hold it (nothing changes). With publish and channel (an
+-- Election's) a lease brought nearer its end is announced on channel by
+-- "leader": those who follow the holder wake when it would run out, and
+-- must learn the new time.
+local function refresh_owner(owner, tok, ttl, publish, channel)
   if not owns(owner, tok) then
     return 0
   end
   local sooner = false
   if channel then
     local left = redis.call('PTTL', owner) -- -1: it never expired
-    sooner = left == -1 or left > ttl_ms
+    sooner = left == -1 or left > tonumber(ttl)
   end
-  redis.call('PEXPIRE', owner, ttl_ms)
+  redis.call('PEXPIRE', owner, ttl)
   if sooner then
     redis.pcall(publish, channel, 'leader') -- extended: never fail on it
   end
@@ -55,23 +56,30 @@ local function peek_owner(owner, tok)
 end
 
 -- owner_value is the owner key's value for the lease tok, taken at now
--- (µs) with fence. (The metadata is joined, not formatted: %s would stop
--- at a zero byte.)
-local function owner_value(tok, fence, now, id, meta)
-  return string.format('%s %d %d %s ', tok, fence, math.floor(now / 1000), id or '') .. meta
+-- (µs) with fence; clock, when the caller has it, is int(now). It is
+-- joined from strings, not formatted: %s would stop at a zero byte in the
+-- metadata, and each number Lua formats costs Redis about what a command
+-- does (the milliseconds are the microseconds' digits but the last three).
+local function owner_value(tok, fence, now, id, meta, clock)
+  clock = clock or int(now)
+  local f = clock
+  if fence ~= now then
+    f = int(fence)
+  end
+  return tok .. ' ' .. f .. ' ' .. string.sub(clock, 1, -4) .. ' ' .. (id or '') .. ' ' .. meta
 end
 
 -- take_owner makes tok the holder of the owner key if it is free, expiring
--- after ttl_ms (0: never), and returns the lease's fence. When the key is
--- held, it changes nothing there and returns nil and the holder, parsed.
--- (It may still have moved the fence key to the clock: harmless, fences
--- only have to rise.)
-local function take_owner(owner, fence_key, tok, meta, ttl_ms, now, id)
-  local fence = issue_fence(fence_key, now)
-  local v = owner_value(tok, fence, now, id, meta)
+-- after ttl ms (a decimal string, as the caller sent it; '0': never), and
+-- returns the lease's fence. When the key is held, it changes nothing
+-- there and returns nil and the holder, parsed. (It may still have moved
+-- the fence key to the clock: harmless, fences only have to rise.)
+local function take_owner(owner, fence_key, tok, meta, ttl, now, id)
+  local fence, clock = issue_fence(fence_key, now)
+  local v = owner_value(tok, fence, now, id, meta, clock)
   local old
-  if ttl_ms > 0 then
-    old = redis.call('SET', owner, v, 'NX', 'PX', ttl_ms, 'GET')
+  if ttl ~= '0' then
+    old = redis.call('SET', owner, v, 'NX', 'PX', ttl, 'GET')
   else
     old = redis.call('SET', owner, v, 'NX', 'GET')
   end
@@ -95,15 +103,15 @@ end
 -- shows tok holding it already: a try sent again after its reply was
 -- lost, or a waiter's try finding the lock handed to it (see hand_over).
 -- The caller counts the lease's TTL from this try, so the key lives at
--- least ttl_ms (0: no expiry) from now; never less than it did, since the
--- first try may run after the second, and after a Refresh that made the
--- lease longer. It returns nil for any other holder.
-local function retried(owner, holder, tok, ttl_ms)
+-- least ttl ms (a decimal string; '0': no expiry) from now; never less
+-- than it did, since the first try may run after the second, and after a
+-- Refresh that made the lease longer. It returns nil for any other holder.
+local function retried(owner, holder, tok, ttl)
   if not holder or holder.tok ~= tok then
     return nil
   end
-  if ttl_ms > 0 then
-    redis.call('PEXPIRE', owner, ttl_ms, 'GT')
+  if ttl ~= '0' then
+    redis.call('PEXPIRE', owner, ttl, 'GT')
   else
     redis.call('PERSIST', owner)
   end
@@ -113,19 +121,20 @@ end
 -- claim gives tok the lease on the owner key: by taking it when free says
 -- nobody comes first (no queue ahead, no reader) and the key is free, or
 -- by finding tok holding it already (a try sent again after its reply was
--- lost, whose TTL then starts anew). It returns the lease's fence, or nil
--- and the holder (parsed; nil when the key is free but others come first).
--- One GET reads the holder when free is false; one SET NX both takes and
--- reads it when free is true.
-local function claim(owner, fence_key, tok, meta, ttl_ms, now, free, id)
+-- lost, whose TTL then starts anew). ttl is in ms, a decimal string ('0':
+-- no expiry). It returns the lease's fence, or nil and the holder (parsed;
+-- nil when the key is free but others come first). One GET reads the
+-- holder when free is false; one SET NX both takes and reads it when free
+-- is true.
+local function claim(owner, fence_key, tok, meta, ttl, now, free, id)
   local fence, holder
   if free then
-    fence, holder = take_owner(owner, fence_key, tok, meta, ttl_ms, now, id)
+    fence, holder = take_owner(owner, fence_key, tok, meta, ttl, now, id)
     if fence then
       return fence
     end
   else
     holder = owner_of(redis.call('GET', owner))
   end
-  return retried(owner, holder, tok, ttl_ms), holder
+  return retried(owner, holder, tok, ttl), holder
 end

@@ -45,7 +45,7 @@ end
 -- dropped too: a lease that ran out is never taken up again, not even by
 -- a try sent again with its token.
 local function permits_and_lease(main, leases, tok, now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now_ms, 'LIMIT', 0, 100)
+  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now_ms), 'LIMIT', '0', '100')
   for _, t in ipairs(dead) do
     local l = lease_of(main, t)
     drop_lease(main, leases, t, l and l.n or 0, now_ms)
@@ -74,13 +74,14 @@ end
 -- lives longer keeps its expiry (PEXPIRE GT), and one without any (a
 -- lease that never expires holds) keeps none.
 local function outlive(main, leases, deadline, now_ms, fresh)
+  local left = deadline ~= 'inf' and int(math.max(1, tonumber(deadline) - now_ms))
   for _, k in ipairs({main, leases}) do
-    if deadline == 'inf' then
+    if not left then
       redis.call('PERSIST', k)
     elseif fresh then
-      redis.call('PEXPIRE', k, math.max(1, tonumber(deadline) - now_ms))
+      redis.call('PEXPIRE', k, left)
     else
-      redis.call('PEXPIRE', k, math.max(1, tonumber(deadline) - now_ms), 'GT')
+      redis.call('PEXPIRE', k, left, 'GT')
     end
   end
 end

@@ -5,15 +5,16 @@
 -- leases (an RWMutex's readers) then live as long as its longest lease and
 -- no longer, however the leases come and go.
 local function expire_by_last(by, now_ms, ...)
-  local last = redis.call('ZRANGE', by, -1, -1, 'WITHSCORES')[2]
+  local last = redis.call('ZRANGE', by, '-1', '-1', 'WITHSCORES')[2]
   if not last then
     return
   end
+  local left = last ~= 'inf' and int(math.max(1, tonumber(last) - now_ms))
   for _, k in ipairs({...}) do
-    if last == 'inf' then
-      redis.call('PERSIST', k)
+    if left then
+      redis.call('PEXPIRE', k, left)
     else
-      redis.call('PEXPIRE', k, math.max(1, tonumber(last) - now_ms))
+      redis.call('PERSIST', k)
     end
   end
 end

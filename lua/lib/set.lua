@@ -76,20 +76,22 @@ end
 -- expiry first, each with its expiry as its time of last use. At most 100
 -- per call, to bound the script's run time; the rest go on the next call.
 local function set_reclaim(now_ms)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', int(now_ms), 'WITHSCORES', 'LIMIT', 0, 100)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', int(now_ms), 'WITHSCORES', 'LIMIT', '0', '100')
   for i = 1, #due, 2 do
     set_vacate(due[i], tonumber(due[i + 1]) * 1000)
   end
 end
 
--- set_grant gives the free member m to the lease tok and returns its fence:
--- max(last + 1, now), above every fence m had before, expired or not.
--- ttl is in ms, 0 for a lease that never expires. The expiry is rounded up
--- to the next ms: Redis must keep the lease at least ttl.
+-- set_grant gives the free member m to the lease tok and returns its fence,
+-- and the fence as a decimal string: max(last + 1, now), above every fence
+-- m had before, expired or not. ttl is in ms, 0 for a lease that never
+-- expires. The expiry is rounded up to the next ms: Redis must keep the
+-- lease at least ttl.
 local function set_grant(m, tok, ttl, meta, now)
   local fence = next_fence(tonumber(redis.call('HGET', KEYS[8], m) or '0'), now)
-  redis.call('HSET', KEYS[8], m, int(fence))
-  redis.call('SET', KEYS[10], int(fence))
+  local fs = int(fence)
+  redis.call('HSET', KEYS[8], m, fs)
+  redis.call('SET', KEYS[10], fs)
   redis.call('ZREM', KEYS[2], m)
   local expiry = '+inf'
   if ttl > 0 then
@@ -98,11 +100,15 @@ local function set_grant(m, tok, ttl, meta, now)
   redis.call('ZADD', KEYS[3], expiry, m)
   redis.call('HSET', KEYS[4], m, tok)
   redis.call('HSET', KEYS[5], tok, m)
-  redis.call('HSET', KEYS[7], m, int(math.floor(now / 1000)))
+  local since = string.sub(fs, 1, -4) -- the ms of now, when fence is now
+  if fence ~= now then
+    since = int(math.floor(now / 1000))
+  end
+  redis.call('HSET', KEYS[7], m, since)
   if meta ~= '' then
     redis.call('HSET', KEYS[6], m, meta)
   end
-  return fence
+  return fence, fs
 end
 
 -- set_waiter splits a waiter's entry in KEYS[13] into the member it waits
@@ -118,7 +124,7 @@ end
 -- looking at the first 100 waiters and none from stop on; nil when there
 -- is none. Dead waiters must have been pruned.
 local function set_first_for(m, stop)
-  local q = redis.call('ZRANGE', KEYS[11], 0, 99, 'WITHSCORES')
+  local q = redis.call('ZRANGE', KEYS[11], '0', '99', 'WITHSCORES')
   if #q == 0 then
     return nil
   end
@@ -165,8 +171,8 @@ local function set_hand_over(m, now, publish, channel, starve_us)
     return
   end
   drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
-  local fence = set_grant(m, tok, live, meta, now)
-  redis.call(publish, channel, table.concat({tok, int(fence), int(now), m}, ' '))
+  local _, fence = set_grant(m, tok, live, meta, now)
+  redis.call(publish, channel, table.concat({tok, fence, int(now), m}, ' '))
 end
 
 -- set_let_go ends the holding of member m at now (µs) and passes m on: to

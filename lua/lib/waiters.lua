@@ -17,7 +17,7 @@ end
 -- readers are pruned with it too: their expiry set is the alive set.
 -- It returns how many it dropped.
 local function prune_waiters(queue, alive, wmeta, now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', now_ms, 'LIMIT', 0, 100)
+  local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', int(now_ms), 'LIMIT', '0', '100')
   if #dead > 0 then
     drop_waiters(queue, alive, wmeta, dead)
   end
@@ -27,7 +27,7 @@ end
 -- first_waiter returns the first token in queue and its score (a
 -- queue's arrival order in µs; an RWMutex reader's fence), or nil.
 local function first_waiter(queue)
-  local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', queue, '0', '0', 'WITHSCORES')
   return head[1], tonumber(head[2])
 end
 
@@ -82,15 +82,15 @@ local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_onl
     return keep_place(queue, alive, wmeta, tok, math.floor(now / 1000), live_ms)
   end
   if not redis.call('ZSCORE', queue, tok) then
-    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
     local order = now
     if last then
       order = next_fence(tonumber(last), now)
     end
-    redis.call('ZADD', queue, order, tok)
+    redis.call('ZADD', queue, int(order), tok)
     redis.call('HSET', wmeta, tok, meta)
   end
-  redis.call('ZADD', alive, math.floor(now / 1000) + live_ms, tok)
+  redis.call('ZADD', alive, int(math.floor(now / 1000) + live_ms), tok)
   expire_waiters(queue, alive, wmeta, live_ms)
   return true
 end
@@ -102,7 +102,7 @@ end
 -- heartbeats write one key, not four.
 local function keep_place(queue, alive, wmeta, tok, now_ms, live_ms)
   -- CH counts a score changed; 0 when tok is absent, or renewed this ms.
-  if redis.call('ZADD', alive, 'XX', 'CH', now_ms + live_ms, tok) == 0 and not redis.call('ZSCORE', alive, tok) then
+  if redis.call('ZADD', alive, 'XX', 'CH', int(now_ms + live_ms), tok) == 0 and not redis.call('ZSCORE', alive, tok) then
     return false
   end
   if redis.call('PTTL', alive) < live_ms then
@@ -114,9 +114,10 @@ end
 -- expire_waiters makes the three keys of a queue live 2 * live_ms: past
 -- the liveness deadline of every waiter in it.
 local function expire_waiters(queue, alive, wmeta, live_ms)
-  redis.call('PEXPIRE', queue, 2 * live_ms)
-  redis.call('PEXPIRE', alive, 2 * live_ms)
-  redis.call('PEXPIRE', wmeta, 2 * live_ms)
+  local twice = int(2 * live_ms)
+  redis.call('PEXPIRE', queue, twice)
+  redis.call('PEXPIRE', alive, twice)
+  redis.call('PEXPIRE', wmeta, twice)
 end
 
 -- beat_queue is the heartbeat of tok, a waiter queued for the lock whose
@@ -175,7 +176,7 @@ end
 -- live_waiters lists the waiters of queue alive at now_ms, in order, as a
 -- flat list of {metadata, arrived at (server ms)}, for a status reply.
 local function live_waiters(queue, alive, wmeta, now_ms)
-  local q = redis.call('ZRANGE', queue, 0, -1, 'WITHSCORES')
+  local q = redis.call('ZRANGE', queue, '0', '-1', 'WITHSCORES')
   local out = {}
   for i = 1, #q, 2 do
     local deadline = tonumber(redis.call('ZSCORE', alive, q[i]) or '0')
