@@ -15,12 +15,13 @@ import (
 // waiter's heartbeat was before it had a script of its own: its try
 // (queue_acquire.lua, joining the queue it is in). One op sends the calls
 // of 1,000 leases or waiters; redis-µs/call is Redis' time (INFO
-// commandstats) per call.
+// commandstats) per call; with DLOCK_BENCH_CALLGRIND=1, redis-instr/call
+// is the instructions Redis ran per call (see redistest.StartCounted).
 //
 //	go test -run '^$' -bench BatchedRuns -benchtime 20x .
 func BenchmarkBatchedRuns(b *testing.B) {
 	const n = 1000
-	srv := redistest.Start(b)
+	srv := redistest.StartBench(b)
 	rdb := srv.Client(b)
 	ctx := context.Background()
 	renewals, tries, beats := heldAndWaiting(b, srv, "bench", n)
@@ -49,10 +50,16 @@ func BenchmarkBatchedRuns(b *testing.B) {
 				}
 			}
 			usec := redistest.CommandMicros(b, rdb, "evalsha")
+			if srv.Counted() {
+				srv.Instructions(b)
+			}
 			ops := 0
 			for b.Loop() {
 				bc.send(ctx, rdb, bc.calls)
 				ops++
+			}
+			if srv.Counted() {
+				b.ReportMetric(float64(srv.Instructions(b))/float64(ops*n), "redis-instr/call")
 			}
 			b.ReportMetric(float64(redistest.CommandMicros(b, rdb, "evalsha")-usec)/float64(ops*n), "redis-µs/call")
 		})

@@ -3,7 +3,6 @@ package dlock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,13 +52,8 @@ func BenchmarkMutexTryLockUnlock(b *testing.B) {
 // running and answering both calls): a figure that, unlike µs, holds
 // still on a busy machine. Times are then meaningless.
 func BenchmarkUncontended(b *testing.B) {
-	counted := os.Getenv("DLOCK_BENCH_CALLGRIND") != ""
-	srv := redistest.Start
-	if counted {
-		srv = func(t testing.TB, _ ...string) *redistest.Server { return redistest.StartCounted(t) }
-	}
-	server := srv(b)
-	c, rdb, cnt := newClient(b, server)
+	srv := redistest.StartBench(b)
+	c, rdb, cnt := newClient(b, srv)
 	ctx := context.Background()
 	set := c.MutexSet("bench-set")
 	if err := set.Add(ctx, "m"); err != nil {
@@ -78,14 +72,14 @@ func BenchmarkUncontended(b *testing.B) {
 		{"floor", floorTry(rdb, "floor")},
 	} {
 		b.Run(p.name, func(b *testing.B) {
-			if counted {
-				server.Instructions(b)
+			if srv.Counted() {
+				srv.Instructions(b)
 			}
 			benchTryLockUnlock(b, ctx, p.try, rdb, cnt)
-			if counted {
+			if srv.Counted() {
 				// The pair run to warm up, and INFO twice, count too:
 				// a few pairs' worth, against thousands.
-				b.ReportMetric(float64(server.Instructions(b))/float64(b.N+1), "redis-instr/op")
+				b.ReportMetric(float64(srv.Instructions(b))/float64(b.N+1), "redis-instr/op")
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,7 +105,15 @@ func ttlOf(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// toInt reads an integer reply, or a decimal one sent as a string (see
+// queue_beat.lua); anything else is 0.
 func toInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
+	switch v := v.(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
 }

@@ -5,6 +5,7 @@
 -- ARGV[1]  the waiter's token
 -- ARGV[2]  waiter liveness timeout in ms
 -- Returns  {0, ms the holder's lease has left (-1: no expiry), the
---          holder's fence, server time in µs}, or try_now's {0, 0, 0,
+--          holder's fence (as a decimal string, which costs Redis less
+--          than a number), server time in µs}, or try_now's {0, 0, 0,
 --          server time in µs}
 return beat_queue(KEYS[1], KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_us())

@@ -30,6 +30,20 @@ func StartCounted(t testing.TB) *Server {
 	return s
 }
 
+// StartBench starts the Redis of a benchmark: counted (StartCounted) when
+// $DLOCK_BENCH_CALLGRIND is set, so that the benchmark can report what its
+// operations cost Redis in instructions (see Counted), else a plain one.
+func StartBench(t testing.TB) *Server {
+	t.Helper()
+	if os.Getenv("DLOCK_BENCH_CALLGRIND") != "" {
+		return StartCounted(t)
+	}
+	return Start(t)
+}
+
+// Counted reports whether s runs under callgrind (see StartCounted).
+func (s *Server) Counted() bool { return len(s.wrap) > 0 }
+
 // Instructions returns the instructions a server of StartCounted has run
 // since the last call, or since it started: callgrind writes its counts
 // out and starts them again from zero.
@@ -37,7 +51,7 @@ func (s *Server) Instructions(t testing.TB) int64 {
 	t.Helper()
 	ctl := mustBinary(t, "DLOCK_CALLGRIND_CONTROL", "callgrind_control", "valgrind")
 	s.mu.Lock()
-	running := s.runningLocked() && len(s.wrap) > 0
+	running := s.runningLocked() && s.Counted()
 	pid := 0
 	if running {
 		pid = s.cmd.Process.Pid

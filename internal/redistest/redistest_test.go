@@ -30,6 +30,31 @@ func TestStartPing(t *testing.T) {
 	}
 }
 
+// TestStartCountedCountsInstructions checks that a counted server's count
+// grows with the work it is given, and starts again at each reading.
+func TestStartCountedCountsInstructions(t *testing.T) {
+	s := StartCounted(t)
+	rdb := s.Client(t)
+	ctx := context.Background()
+	s.Instructions(t) // start, connection and all
+	idle := s.Instructions(t)
+	const pings = 200
+	for range pings {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := s.Instructions(t)
+	// A PING costs Redis some thousands of instructions: reading,
+	// parsing, answering.
+	if busy < idle+pings*1000 {
+		t.Fatalf("%d instructions for %d PINGs, %d idle; want at least %d more", busy, pings, idle, pings*1000)
+	}
+	if again := s.Instructions(t); again >= busy {
+		t.Fatalf("%d instructions read again at once; want fewer than the %d of the PINGs", again, busy)
+	}
+}
+
 func TestKill(t *testing.T) {
 	s := Start(t)
 	rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })

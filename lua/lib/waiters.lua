@@ -131,14 +131,18 @@ end
 -- it, or tok is queued no more) it replies try_now, and the waiter tries.
 local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
   local now_ms = math.floor(now / 1000)
-  local holder, mine = peek_owner(owner, tok)
-  if mine then
-    return try_now(now)
+  -- The holder's token and fence, the fence left a string: the reply
+  -- carries it as it is (see peek_owner, which makes a table and a number).
+  local v = redis.call('GET', owner)
+  local holder, fence = nil, 0
+  if v then
+    holder, fence = string.match(v, '^(%S+) (%d+) ')
+    if holder == tok then
+      return try_now(now)
+    end
   end
-  local wait, fence = nil, 0
-  if holder then
-    fence = holder.fence
-  else
+  local wait
+  if not holder then
     -- Free: once the dead ahead are pruned, the first waiter takes the
     -- lock, or is pruned at its liveness deadline.
     local head, order = first_waiter(queue)
