@@ -397,7 +397,8 @@ func commandMicros(b *testing.B, rdb *redis.Client) int64 {
 }
 
 // BenchmarkOwnKeys is bench scenario 5 in one process, for profiling the
-// client: 256 goroutines, each taking and releasing a key of its own
+// client: 128 goroutines per CPU (256 on a 2-core machine, as in the
+// bench), each taking and releasing a key of its own
 // (Lock+Unlock), beside the bare protocol on the same Redis. ns/op is per
 // pair, all goroutines together; the client's CPU per pair is the profile's.
 func BenchmarkOwnKeys(b *testing.B) {
@@ -414,7 +415,7 @@ func BenchmarkOwnKeys(b *testing.B) {
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			var next atomic.Int64
-			b.SetParallelism(128) // 256 goroutines on this 2-core machine
+			b.SetParallelism(128)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				try := p.mk(int(next.Add(1)))

@@ -40,7 +40,9 @@ end
 -- fence, as it nearly always has: the clock is written and the last fence
 -- read at once. Both are decimals without leading zeros, so that case is
 -- told by their lengths and a string comparison, with no number read back
--- (a tonumber costs Redis about what a command does).
+-- (a tonumber costs Redis about what a command does). Lua compares
+-- strings with strcoll, under the locale Redis sets; every locale orders
+-- the digits 0 to 9 as numbers, which is all equal lengths need.
 local function issue_fence(fence_key, now)
   local clock = int(now)
   local last = redis.call('SET', fence_key, clock, 'PX', '60000', 'GET')

@@ -134,15 +134,15 @@ local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
   -- The holder's token and fence, the fence left a string: the reply
   -- carries it as it is (see peek_owner, which makes a table and a number).
   local v = redis.call('GET', owner)
-  local holder, fence = nil, 0
+  local fence, wait = 0, nil
   if v then
+    local holder
     holder, fence = string.match(v, '^(%S+) (%d+) ')
     if holder == tok then
       return try_now(now)
     end
-  end
-  local wait
-  if not holder then
+    fence = fence or 0
+  else
     -- Free: once the dead ahead are pruned, the first waiter takes the
     -- lock, or is pruned at its liveness deadline.
     local head, order = first_waiter(queue)
