@@ -29,8 +29,9 @@
 --          reply, or the lock was handed to it; the lease's TTL then
 --          starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
---           woken), holder: the writer's fence, else the oldest reader's,
---           else 0 (another writer is first), server time in µs (a
+--           woken), holder: the writer's fence (a heartbeat's: as a
+--           decimal string), else the oldest reader's, else 0 (another
+--           writer is first), server time in µs (a
 --           hand-off to this token dated before it was void by now)};
 --          a heartbeat never takes the lock: it replies try_now instead.
 local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
@@ -40,7 +41,9 @@ local now = now_us()
 local busy = redis.call('EXISTS', KEYS[3], KEYS[7]) > 0
 local fence, w, mine
 if beat then
-  w, mine = peek_owner(KEYS[1], tok)
+  local holder, f = peek_owner(KEYS[1])
+  mine = holder == tok
+  w = holder and {fence = f}
 else
   -- Nobody reading or waiting: one SET NX takes the write side if free.
   fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not busy)

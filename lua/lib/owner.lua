@@ -43,16 +43,19 @@ local function refresh_owner(owner, tok, ttl, publish, channel)
   return 1
 end
 
--- peek_owner reads the holder of the owner key ({tok, fence}; nil when
--- free) and whether it is tok, changing nothing: a waiter's heartbeat
--- must not touch a lease, not even one handed to its own token.
-local function peek_owner(owner, tok)
+-- peek_owner reads the holder of the owner key, changing nothing (a
+-- waiter's heartbeat must not touch a lease, not even one handed to its
+-- own token): its token and its fence, or nil when the lock is free. The
+-- fence stays the decimal string it was read as, for a reply to carry as
+-- it is (the client reads either form; a number would cost a tonumber); a
+-- value it cannot read is a holder with fence 0.
+local function peek_owner(owner)
   local v = redis.call('GET', owner)
   if not v then
-    return nil, false
+    return nil
   end
   local holder, fence = string.match(v, '^(%S+) (%d+) ')
-  return {tok = holder, fence = tonumber(fence)}, holder == tok
+  return holder or '', fence or 0
 end
 
 -- owner_value is the owner key's value for the lease tok, taken at now

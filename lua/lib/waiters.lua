@@ -131,18 +131,12 @@ end
 -- it, or tok is queued no more) it replies try_now, and the waiter tries.
 local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
   local now_ms = math.floor(now / 1000)
-  -- The holder's token and fence, the fence left a string: the reply
-  -- carries it as it is (see peek_owner, which makes a table and a number).
-  local v = redis.call('GET', owner)
-  local fence, wait = 0, nil
-  if v then
-    local holder
-    holder, fence = string.match(v, '^(%S+) (%d+) ')
-    if holder == tok then
-      return try_now(now)
-    end
-    fence = fence or 0
-  else
+  local holder, fence = peek_owner(owner)
+  if holder == tok then
+    return try_now(now)
+  end
+  local wait
+  if not holder then
     -- Free: once the dead ahead are pruned, the first waiter takes the
     -- lock, or is pruned at its liveness deadline.
     local head, order = first_waiter(queue)
@@ -155,7 +149,7 @@ local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
   if not keep_place(queue, alive, wmeta, tok, now_ms, live_ms) then
     return try_now(now)
   end
-  return {0, wait or redis.call('PTTL', owner), fence, now}
+  return {0, wait or redis.call('PTTL', owner), fence or 0, now}
 end
 
 -- try_now is the reply of a waiter's heartbeat (beat_queue, or a try
