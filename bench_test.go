@@ -154,7 +154,10 @@ func benchTryLockUnlock(b *testing.B, ctx context.Context, try tryFunc, rdb *red
 // returning to the next holder's Lock returning; rt/acq counts every
 // command all clients sent per acquisition (tries, wake-ups, unlock).
 // clients=each gives every goroutine its own dlock client, as separate
-// machines; clients=shared puts them all on one.
+// machines; clients=shared puts them all on one. With
+// DLOCK_BENCH_CALLGRIND=1, redis-instr/acq is what Redis ran per
+// acquisition: a release that hands the lock over, the try that queues
+// the releaser again, and the waiters' heartbeats (see BenchmarkUncontended).
 func BenchmarkMutexHandoff(b *testing.B) {
 	for _, shared := range []bool{false, true} {
 		for _, waiters := range []int{1, 8, 64} {
@@ -163,7 +166,7 @@ func BenchmarkMutexHandoff(b *testing.B) {
 				name = fmt.Sprintf("clients=shared/waiters=%d", waiters)
 			}
 			b.Run(name, func(b *testing.B) {
-				benchHandoff(b, waiters, shared, func(c *dlock.Client) dlock.Locker {
+				benchHandoff(b, waiters, shared, func(c *dlock.Client) queuedLock {
 					return c.Mutex("handoff")
 				})
 			})
@@ -180,7 +183,7 @@ func BenchmarkFairHandoff(b *testing.B) {
 				name = fmt.Sprintf("clients=shared/waiters=%d", waiters)
 			}
 			b.Run(name, func(b *testing.B) {
-				benchHandoff(b, waiters, shared, func(c *dlock.Client) dlock.Locker {
+				benchHandoff(b, waiters, shared, func(c *dlock.Client) queuedLock {
 					return c.FairMutex("handoff")
 				})
 			})
@@ -188,11 +191,22 @@ func BenchmarkFairHandoff(b *testing.B) {
 	}
 }
 
-func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client) dlock.Locker) {
-	srv := redistest.Start(b)
+// BenchmarkQueuedHandoff is BenchmarkMutexHandoff's clients=shared/waiters=8
+// for every queued kind: with DLOCK_BENCH_CALLGRIND=1, its redis-instr/acq
+// is what a contended acquisition costs Redis.
+func BenchmarkQueuedHandoff(b *testing.B) {
+	for _, k := range queuedKinds {
+		b.Run(k.name, func(b *testing.B) {
+			benchHandoff(b, 8, true, func(c *dlock.Client) queuedLock { return k.get(c, "handoff") })
+		})
+	}
+}
+
+func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client) queuedLock) {
+	srv := redistest.StartBench(b)
 	ctx := context.Background()
 	type worker struct {
-		l   dlock.Locker
+		l   queuedLock
 		cnt *hook
 	}
 	workers := make([]worker, waiters+1)
@@ -227,6 +241,9 @@ func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client)
 		return n
 	}
 	before := sent()
+	if srv.Counted() {
+		srv.Instructions(b)
+	}
 	b.ResetTimer()
 	for _, w := range workers {
 		wg.Add(1)
@@ -268,6 +285,9 @@ func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client)
 	}
 	b.ReportMetric(float64(sent()-before)/float64(b.N), "rt/acq")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+	if srv.Counted() {
+		b.ReportMetric(float64(srv.Instructions(b))/float64(b.N), "redis-instr/acq")
+	}
 }
 
 // BenchmarkPing is the floor for one round trip on this machine, to read

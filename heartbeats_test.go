@@ -1,6 +1,7 @@
 package dlock_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -125,6 +126,87 @@ func TestWaiterDroppedFromQueueJoinsAgain(t *testing.T) {
 			waitQueued(t, l, 1) // a heartbeat comes within a second or two
 			mustUnlock(t, held)
 			within(t, got, 5*time.Second, "the waiter did not get the lock released")
+		})
+	}
+}
+
+// The keys of a queue of waiters expire with them: whenever a waiter
+// joins or beats, each of the three keys outlasts the liveness deadline of
+// every waiter in the line, and by no more than twice the liveness
+// timeout; also when the queue is made anew after it emptied. (A join or
+// a heartbeat extends them only when they would end too soon.)
+func TestQueueKeysOutlastTheirWaiters(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t) // in parallel
+			c, rdb, _ := newClient(t, srv)
+			l := k.get(c, "outlast", dlock.WithTTL(30*time.Second))
+			held := mustTake(t, ctx, l.Lock)
+			wc, _, _ := newClient(t, srv)
+			queued := func(n int) (cancel func(), got <-chan error) {
+				wctx, cancel := context.WithCancel(ctx)
+				got = takeAndRelease(wctx, k.get(wc, "outlast").Lock)
+				waitQueued(t, l, n)
+				return cancel, got
+			}
+			cancelA, gotA := queued(1)
+			names, err := rdb.Keys(ctx, "*{outlast}*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ks []string // queue, liveness, metadata
+			for _, suffix := range []string{":queue", ":alive", ":wmeta"} {
+				for _, n := range names {
+					if strings.HasSuffix(n, suffix) {
+						ks = append(ks, n)
+					}
+				}
+			}
+			if len(ks) != 3 {
+				t.Fatalf("waiter keys %q among %q; want 3", ks, names)
+			}
+			// One script reads the keys' expiry times and the last
+			// liveness deadline at one instant (all server ms).
+			const read = `local out = {}
+for i = 1, 3 do out[i] = redis.call('PEXPIRETIME', KEYS[i]) end
+out[4] = tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2] or '-1')
+return out`
+			const live = 3000 // ms: the waiters' liveness timeout
+			check := func(when string) {
+				t.Helper()
+				v, err := rdb.Eval(ctx, read, ks).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := v[3]
+				for i, at := range v[:3] {
+					if at < last || at > last+2*live {
+						t.Fatalf("%s: %s expires at %d; want within [%d, %d], the last waiter's deadline and twice the liveness timeout after it",
+							when, ks[i], at, last, last+2*live)
+					}
+				}
+			}
+			check("first waiter queued")
+			cancelB, gotB := queued(2)
+			// Beats of both, past the first keys' expiry had nothing
+			// extended them since.
+			for i := range 45 {
+				check(fmt.Sprintf("two waiters, %d ms on", 100*i))
+				time.Sleep(100 * time.Millisecond)
+			}
+			cancelA()
+			cancelB()
+			<-gotA
+			<-gotB
+			waitQueued(t, l, 0)
+			if n, err := rdb.Exists(ctx, ks...).Result(); err != nil || n != 0 {
+				t.Fatalf("%d waiter keys left with no waiter (%v); want none", n, err)
+			}
+			cancelC, gotC := queued(1)
+			check("a waiter queued anew")
+			cancelC()
+			<-gotC
+			mustUnlock(t, held)
 		})
 	}
 }

@@ -512,3 +512,30 @@ func TestWaiterThatGivesUpPassesItsWakeUpOn(t *testing.T) {
 		t.Errorf("second waiter never woke for a free mutex: %v", err)
 	}
 }
+
+// TestForeignOwnerValue: a lock's key holding a value dlock did not write
+// (another program's, or a newer format) reads as held by someone else:
+// a try is refused with ErrNotAcquired and leaves the value alone.
+func TestForeignOwnerValue(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	for _, l := range []struct {
+		kind string
+		try  func(context.Context) (*dlock.Lease, error)
+	}{
+		{keys.KindMutex, c.Mutex("foreign").TryLock},
+		{keys.KindFair, c.FairMutex("foreign").TryLock},
+		{keys.KindRW, c.RWMutex("foreign").TryLock},
+	} {
+		key := keys.For(dlock.DefaultPrefix, l.kind, "foreign").Key()
+		if err := rdb.Set(ctx, key, "not-dlock's", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.try(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%s: TryLock on a foreign value: %v, want ErrNotAcquired", l.kind, err)
+		}
+		if v := rdb.Get(ctx, key).Val(); v != "not-dlock's" {
+			t.Errorf("%s: the value is now %q", l.kind, v)
+		}
+	}
+}

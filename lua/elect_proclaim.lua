@@ -11,6 +11,6 @@ local h = owner_of(redis.call('GET', KEYS[1]))
 if not h or h.tok ~= ARGV[1] then
   return 0
 end
-redis.call('SET', KEYS[1], owner_value(h.tok, h.fence, h.since * 1000, h.id, ARGV[2]), 'KEEPTTL')
+redis.call('SET', KEYS[1], owner_value(h.tok, int(h.fence), int(h.since) .. '000', h.id, ARGV[2]), 'KEEPTTL')
 redis.pcall(ARGV[3], ARGV[4], 'leader') -- changed: never fail on it
 return 1

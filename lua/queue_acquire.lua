@@ -43,29 +43,34 @@ end
 -- The common case, nobody waiting: one SET NX takes a free lock.
 local queued = redis.call('EXISTS', KEYS[3]) == 1
 local now = now_us()
-local fence, holder = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not queued)
+local fence, holder, hfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not queued)
 if fence then
   return announce_taken(fence)
 end
 -- @helpers
+if holder then
+  -- Held by another: queue up when asked. The dead in the line are
+  -- pruned when the lock is let go, before it is handed over.
+  if join == '1' then
+    join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
+  end
+  return {0, redis.call('PTTL', KEYS[1]), hfence, now}
+end
 local now_ms = math.floor(now / 1000)
 local head, order
 if queued then
   head, order = first_waiter(KEYS[3])
 end
 head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
-if not holder and may_take(head, order, tok, now, tonumber(ARGV[6])) then
+if may_take(head, order, tok, now, tonumber(ARGV[6])) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
-    drop_waiters(KEYS[3], KEYS[4], KEYS[5], {tok})
+    drop_waiters(KEYS[3], KEYS[4], KEYS[5], tok)
   end
   return announce_taken(take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now))
 end
 if join == '1' then
   join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
-end
-if holder then
-  return {0, redis.call('PTTL', KEYS[1]), holder.fence, now}
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
 -- its liveness deadline.

@@ -16,12 +16,12 @@
 if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('DEL', KEYS[1])
 
--- freed is the reply of a release that left the lock free, announced
+-- freed is the reply of a release that leaves the lock free, announced
 -- first when asked (a hand-over announces itself). The lock is released
 -- by then: never fail on the announcement.
 local function freed()
+  redis.call('DEL', KEYS[1])
   if ARGV[5] then
     redis.pcall(ARGV[2], ARGV[3], 'leader')
   end
@@ -32,6 +32,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   return freed()
 end
 -- @helpers
+-- A hand-over writes the owner key over the lease let go: no DEL first.
 if hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3])) then
   return 1
 end

@@ -13,8 +13,8 @@
 --          its expiry is then set anew, so the vote counts from this try);
 --          {0, ms the holder's lease has left here, holder's fence here,
 --           holder's id}.
-local fence, holder = claim(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], now_us(), true, ARGV[4])
+local fence, _, hfence, hid = claim(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], now_us(), true, ARGV[4])
 if fence then
   return {1, fence}
 end
-return {0, redis.call('PTTL', KEYS[1]), holder.fence, holder.id}
+return {0, redis.call('PTTL', KEYS[1]), hfence, hid}

@@ -39,14 +39,13 @@ local beat = join == '2'
 local now = now_us()
 -- Any readers (live or not) or writers waiting?
 local busy = redis.call('EXISTS', KEYS[3], KEYS[7]) > 0
-local fence, w, mine
+local fence, w, wfence, mine
 if beat then
-  local holder, f = peek_owner(KEYS[1])
-  mine = holder == tok
-  w = holder and {fence = f}
+  w, wfence = peek_owner(KEYS[1])
+  mine = w == tok
 else
   -- Nobody reading or waiting: one SET NX takes the write side if free.
-  fence, w = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not busy)
+  fence, w, wfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not busy)
 end
 if mine then
   return try_now(now) -- handed to the waiter
@@ -55,20 +54,25 @@ elseif fence then
 end
 -- @helpers
 local now_ms = math.floor(now / 1000)
--- Readers are pruned as waiters are: their expiries are the alive set.
-local oldest, oldest_fence = first_waiter(KEYS[3])
-oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
-local head, order = first_waiter(KEYS[7])
-head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
-local free = not w and not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
-if free and beat then
-  return try_now(now)
-elseif free then
-  if head then
-    drop_waiters(KEYS[7], KEYS[8], KEYS[9], {tok})
-    redis.call('ZREM', KEYS[6], tok)
+local oldest, oldest_fence, head, order
+if not w then
+  -- Readers are pruned as waiters are: their expiries are the alive set.
+  -- (While a writer holds, the dead in either line are pruned when it
+  -- lets go.)
+  oldest, oldest_fence = first_waiter(KEYS[3])
+  oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
+  head, order = first_waiter(KEYS[7])
+  head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
+  local free = not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
+  if free and beat then
+    return try_now(now)
+  elseif free then
+    if head then
+      drop_waiters(KEYS[7], KEYS[8], KEYS[9], tok)
+      redis.call('ZREM', KEYS[6], tok)
+    end
+    return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
   end
-  return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
 end
 if join ~= '0' then
   local live = tonumber(ARGV[5])
@@ -76,13 +80,13 @@ if join ~= '0' then
     return try_now(now) -- a heartbeat of a writer dropped from the line
   end
   if ARGV[6] == '1' then
-    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
-    redis.call('ZADD', KEYS[6], now_ms + live, tok)
-    redis.call('PEXPIRE', KEYS[6], 2 * live)
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', int(now_ms))
+    redis.call('ZADD', KEYS[6], int(now_ms + live), tok)
+    redis.call('PEXPIRE', KEYS[6], int(2 * live))
   end
 end
 if w then
-  return {0, redis.call('PTTL', KEYS[1]), w.fence, now}
+  return {0, redis.call('PTTL', KEYS[1]), wfence, now}
 end
 if oldest then
   -- Readers hold it: worth a try unasked when the first of them expires

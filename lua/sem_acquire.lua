@@ -56,7 +56,7 @@ elseif mine then
 end
 if not beat and (not head or head == tok) and n <= size - used then
   if head then
-    drop_waiters(KEYS[4], KEYS[5], KEYS[6], {tok})
+    drop_waiters(KEYS[4], KEYS[5], KEYS[6], tok)
   end
   local fence = issue_fence(KEYS[2], now)
   add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], fence, now, meta, deadline_of(ttl, now_ms))

@@ -71,7 +71,7 @@ local function take(m)
     return try_now(now)
   end
   if queued then
-    drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
+    drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
   end
   local _, fence = set_grant(m, tok, ttl, meta, now)
   return fence .. ' ' .. m

@@ -26,15 +26,19 @@ local function next_fence(last, now)
   return math.max(last + 1, now)
 end
 
--- keep_fence records fence as a lock's last fence. It is kept only while
--- it can still be ahead of the clock, plus a minute against clock steps:
--- no key lives forever for a lock name.
+-- keep_fence records fence as a lock's last fence, and returns it as a
+-- decimal string. It is kept only while it can still be ahead of the
+-- clock, plus a minute against clock steps: no key lives forever for a
+-- lock name.
 local function keep_fence(fence_key, fence, now)
-  redis.call('SET', fence_key, int(fence), 'PX', math.max(1, math.ceil((fence - now) / 1000) + 60000))
+  local f = int(fence)
+  redis.call('SET', fence_key, f, 'PX', int(math.max(1, math.ceil((fence - now) / 1000) + 60000)))
+  return f
 end
 
--- issue_fence returns the next fence of a lock (and int(now)) and records
--- it, so fences rise strictly even when the lock's keys have expired, as
+-- issue_fence returns the next fence of a lock, the same as a decimal
+-- string, and int(now), and records the fence, so that fences rise
+-- strictly even when the lock's keys have expired, as
 -- long as the server clock does not step back by more than the minute
 -- keep_fence allows. One command when the clock has passed the last
 -- fence, as it nearly always has: the clock is written and the last fence
@@ -47,9 +51,8 @@ local function issue_fence(fence_key, now)
   local clock = int(now)
   local last = redis.call('SET', fence_key, clock, 'PX', '60000', 'GET')
   if not last or #last < #clock or (#last == #clock and last < clock) then
-    return now, clock
+    return now, clock, clock
   end
   local fence = tonumber(last) + 1
-  keep_fence(fence_key, fence, now)
-  return fence, clock
+  return fence, keep_fence(fence_key, fence, now), clock
 end

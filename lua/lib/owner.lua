@@ -43,43 +43,47 @@ local function refresh_owner(owner, tok, ttl, publish, channel)
   return 1
 end
 
--- peek_owner reads the holder of the owner key, changing nothing (a
--- waiter's heartbeat must not touch a lease, not even one handed to its
--- own token): its token and its fence, or nil when the lock is free. The
--- fence stays the decimal string it was read as, for a reply to carry as
--- it is (the client reads either form; a number would cost a tonumber); a
--- value it cannot read is a holder with fence 0.
-local function peek_owner(owner)
-  local v = redis.call('GET', owner)
+-- holder_of reads, from an owner key's value (false: free), its holder's
+-- token, fence and id (see above), each as the string read, with no
+-- table and no tonumber (a number would cost Redis about what a command
+-- does); or nil when free. A value it cannot read is a holder '' with
+-- fence '0'.
+local function holder_of(v)
   if not v then
     return nil
   end
-  local holder, fence = string.match(v, '^(%S+) (%d+) ')
-  return holder or '', fence or 0
+  local tok, fence, id = string.match(v, '^(%S+) (%d+) %d+ (%S*)')
+  if not tok then
+    return '', '0', ''
+  end
+  return tok, fence, id
 end
 
--- owner_value is the owner key's value for the lease tok, taken at now
--- (µs) with fence; clock, when the caller has it, is int(now). It is
+-- peek_owner reads the holder of the owner key as holder_of does,
+-- changing nothing (a waiter's heartbeat must not touch a lease, not even
+-- one handed to its own token).
+local function peek_owner(owner)
+  return holder_of(redis.call('GET', owner))
+end
+
+-- owner_value is the owner key's value for the lease tok, taken at clock
+-- (server µs) with fence, both decimal strings (see issue_fence). It is
 -- joined from strings, not formatted: %s would stop at a zero byte in the
 -- metadata, and each number Lua formats costs Redis about what a command
 -- does (the milliseconds are the microseconds' digits but the last three).
-local function owner_value(tok, fence, now, id, meta, clock)
-  clock = clock or int(now)
-  local f = clock
-  if fence ~= now then
-    f = int(fence)
-  end
-  return tok .. ' ' .. f .. ' ' .. string.sub(clock, 1, -4) .. ' ' .. (id or '') .. ' ' .. meta
+local function owner_value(tok, fence, clock, id, meta)
+  return tok .. ' ' .. fence .. ' ' .. string.sub(clock, 1, -4) .. ' ' .. (id or '') .. ' ' .. meta
 end
 
 -- take_owner makes tok the holder of the owner key if it is free, expiring
 -- after ttl ms (a decimal string, as the caller sent it; '0': never), and
 -- returns the lease's fence. When the key is held, it changes nothing
--- there and returns nil and the holder, parsed. (It may still have moved
--- the fence key to the clock: harmless, fences only have to rise.)
+-- there and returns nil and the holder's token, fence and id (see
+-- holder_of). (It may still have moved the fence key to the clock:
+-- harmless, fences only have to rise.)
 local function take_owner(owner, fence_key, tok, meta, ttl, now, id)
-  local fence, clock = issue_fence(fence_key, now)
-  local v = owner_value(tok, fence, now, id, meta, clock)
+  local fence, f, clock = issue_fence(fence_key, now)
+  local v = owner_value(tok, f, clock, id, meta)
   local old
   if ttl ~= '0' then
     old = redis.call('SET', owner, v, 'NX', 'PX', ttl, 'GET')
@@ -87,7 +91,7 @@ local function take_owner(owner, fence_key, tok, meta, ttl, now, id)
     old = redis.call('SET', owner, v, 'NX', 'GET')
   end
   if old then
-    return nil, owner_of(old)
+    return nil, holder_of(old)
   end
   return fence
 end
@@ -102,15 +106,16 @@ local function owner_status(owner, fence_key)
   return {0, -2, tonumber(redis.call('GET', fence_key) or '0'), '', 0}
 end
 
--- retried returns the fence of tok's lease when holder (parsed, or nil)
--- shows tok holding it already: a try sent again after its reply was
--- lost, or a waiter's try finding the lock handed to it (see hand_over).
--- The caller counts the lease's TTL from this try, so the key lives at
--- least ttl ms (a decimal string; '0': no expiry) from now; never less
--- than it did, since the first try may run after the second, and after a
--- Refresh that made the lease longer. It returns nil for any other holder.
-local function retried(owner, holder, tok, ttl)
-  if not holder or holder.tok ~= tok then
+-- retried returns the fence of tok's lease when holder, the owner key's
+-- holder with fence (see holder_of; nil: free), is tok holding it already:
+-- a try sent again after its reply was lost, or a waiter's try finding
+-- the lock handed to it (see hand_over). The caller counts the lease's
+-- TTL from this try, so the key lives at least ttl ms (a decimal string;
+-- '0': no expiry) from now; never less than it did, since the first try
+-- may run after the second, and after a Refresh that made the lease
+-- longer. It returns nil for any other holder.
+local function retried(owner, holder, fence, tok, ttl)
+  if holder ~= tok then
     return nil
   end
   if ttl ~= '0' then
@@ -118,26 +123,26 @@ local function retried(owner, holder, tok, ttl)
   else
     redis.call('PERSIST', owner)
   end
-  return holder.fence
+  return tonumber(fence)
 end
 
 -- claim gives tok the lease on the owner key: by taking it when free says
 -- nobody comes first (no queue ahead, no reader) and the key is free, or
 -- by finding tok holding it already (a try sent again after its reply was
 -- lost, whose TTL then starts anew). ttl is in ms, a decimal string ('0':
--- no expiry). It returns the lease's fence, or nil and the holder (parsed;
--- nil when the key is free but others come first). One GET reads the
--- holder when free is false; one SET NX both takes and reads it when free
--- is true.
+-- no expiry). It returns the lease's fence, or nil and the holder's
+-- token, fence and id (see holder_of; nil when the key is free but others
+-- come first). One GET reads the holder when free is false; one SET NX
+-- both takes and reads it when free is true.
 local function claim(owner, fence_key, tok, meta, ttl, now, free, id)
-  local fence, holder
+  local fence, holder, hfence, hid
   if free then
-    fence, holder = take_owner(owner, fence_key, tok, meta, ttl, now, id)
+    fence, holder, hfence, hid = take_owner(owner, fence_key, tok, meta, ttl, now, id)
     if fence then
       return fence
     end
   else
-    holder = owner_of(redis.call('GET', owner))
+    holder, hfence, hid = holder_of(redis.call('GET', owner))
   end
-  return retried(owner, holder, tok, ttl), holder
+  return retried(owner, holder, hfence, tok, ttl), holder, hfence, hid
 end

@@ -128,7 +128,7 @@ local function grant_waiters(keys, publish, channel, now, used)
       break
     end
     local deadline = redis.call('ZSCORE', alive, tok)
-    drop_waiters(queue, alive, wmeta, {tok})
+    drop_waiters(queue, alive, wmeta, tok)
     local fence = issue_fence(fence_key, now)
     add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
     used = used + n

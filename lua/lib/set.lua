@@ -166,11 +166,13 @@ local function set_hand_over(m, now, publish, channel, starve_us)
   if want ~= '' then
     channel = channel .. ':' .. want
   end
-  local live = hand_off_ms(KEYS[12], tok, order, now, publish, channel, starve_us)
-  if not live then
+  if wake_to_barge(tok, order, now, publish, channel, starve_us) then
     return
   end
-  drop_waiters(KEYS[11], KEYS[12], KEYS[13], {tok})
+  -- Until the waiter's liveness deadline; at least a ms (when more dead
+  -- waiters lay ahead than one prune takes, tok may be one of them).
+  local live = math.max(1, tonumber(redis.call('ZSCORE', KEYS[12], tok)) - now_ms)
+  drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
   local _, fence = set_grant(m, tok, live, meta, now)
   redis.call(publish, channel, table.concat({tok, fence, int(now), m}, ' '))
 end

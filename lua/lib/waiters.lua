@@ -3,11 +3,12 @@
 -- queue (zset token -> order), liveness (zset token -> deadline, server
 -- ms) and metadata (hash token -> metadata).
 
--- drop_waiters takes the tokens in the list toks out of the three keys.
-local function drop_waiters(queue, alive, wmeta, toks)
-  redis.call('ZREM', queue, unpack(toks))
-  redis.call('ZREM', alive, unpack(toks))
-  redis.call('HDEL', wmeta, unpack(toks))
+-- drop_waiters takes the tokens given after the keys out of the three
+-- keys (one or many: no table is built for one).
+local function drop_waiters(queue, alive, wmeta, ...)
+  redis.call('ZREM', queue, ...)
+  redis.call('ZREM', alive, ...)
+  redis.call('HDEL', wmeta, ...)
 end
 
 -- prune_waiters drops queued waiters whose liveness deadline (score in the
@@ -19,7 +20,7 @@ end
 local function prune_waiters(queue, alive, wmeta, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', int(now_ms), 'LIMIT', '0', '100')
   if #dead > 0 then
-    drop_waiters(queue, alive, wmeta, dead)
+    drop_waiters(queue, alive, wmeta, unpack(dead))
   end
   return #dead
 end
@@ -56,19 +57,16 @@ local function may_take(head, order, tok, now, starve_us)
   return head == nil or head == tok or barging(order, now, starve_us)
 end
 
--- hand_off_ms returns how long what is let go at now (µs) is kept for tok,
--- the first live waiter for it (arrived at order), once handed to it: the
--- ms left to the waiter's liveness deadline (at least 1: when more dead
--- waiters lie ahead than one prune takes, tok may be one of them). While
--- a newcomer may still barge in (see barging) it wakes the waiter by
--- "<token>" on channel (sent with publish) to try instead, and returns
--- nil.
-local function hand_off_ms(alive, tok, order, now, publish, channel, starve_us)
+-- wake_to_barge reports whether a newcomer may still take what is let go
+-- at now (µs) ahead of tok, the first live waiter for it, which arrived at
+-- order (see barging); if so, it wakes tok by "<token>" on channel (sent
+-- with publish) to try for it, instead of having it handed over.
+local function wake_to_barge(tok, order, now, publish, channel, starve_us)
   if barging(order, now, starve_us) then
     redis.call(publish, channel, tok)
-    return nil
+    return true
   end
-  return math.max(1, tonumber(redis.call('ZSCORE', alive, tok)) - math.floor(now / 1000))
+  return false
 end
 
 -- join_queue puts tok at the end of queue unless it is there already,
@@ -81,39 +79,42 @@ local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_onl
   if keep_only then
     return keep_place(queue, alive, wmeta, tok, math.floor(now / 1000), live_ms)
   end
-  if not redis.call('ZSCORE', queue, tok) then
-    local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
-    local order = now
-    if last then
-      order = next_fence(tonumber(last), now)
-    end
-    redis.call('ZADD', queue, int(order), tok)
+  -- NX: a waiter queued already keeps its place.
+  local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
+  local order = now
+  if last then
+    order = next_fence(tonumber(last), now)
+  end
+  if redis.call('ZADD', queue, 'NX', int(order), tok) == 1 then
     redis.call('HSET', wmeta, tok, meta)
   end
   redis.call('ZADD', alive, int(math.floor(now / 1000) + live_ms), tok)
-  expire_waiters(queue, alive, wmeta, live_ms)
+  extend_queue(queue, alive, wmeta, live_ms)
   return true
 end
 
 -- keep_place renews the liveness deadline of tok to now_ms + live_ms, if
 -- tok is queued (in alive as in queue: they change together), and returns
--- whether it is: a waiter's heartbeat. The queue's keys are made to
--- outlive the new deadline only when they would not, so that most
--- heartbeats write one key, not four.
+-- whether it is: a waiter's heartbeat (see extend_queue for the keys' expiry).
 local function keep_place(queue, alive, wmeta, tok, now_ms, live_ms)
   -- CH counts a score changed; 0 when tok is absent, or renewed this ms.
   if redis.call('ZADD', alive, 'XX', 'CH', int(now_ms + live_ms), tok) == 0 and not redis.call('ZSCORE', alive, tok) then
     return false
   end
-  if redis.call('PTTL', alive) < live_ms then
-    expire_waiters(queue, alive, wmeta, live_ms)
-  end
+  extend_queue(queue, alive, wmeta, live_ms)
   return true
 end
 
--- expire_waiters makes the three keys of a queue live 2 * live_ms: past
--- the liveness deadline of every waiter in it.
-local function expire_waiters(queue, alive, wmeta, live_ms)
+-- extend_queue makes the three keys of a queue live 2 * live_ms, past the
+-- liveness deadline of every waiter in it, when they would end sooner
+-- than live_ms from now: so that most joins and heartbeats write none of
+-- them. The keys change together (the same tokens go in and out of all
+-- three, and their expiries are set here alone), so the liveness key's
+-- TTL is theirs: -1 when they were just made, -2 when there are none.
+local function extend_queue(queue, alive, wmeta, live_ms)
+  if redis.call('PTTL', alive) >= live_ms then
+    return
+  end
   local twice = int(2 * live_ms)
   redis.call('PEXPIRE', queue, twice)
   redis.call('PEXPIRE', alive, twice)
@@ -186,35 +187,50 @@ local function live_waiters(queue, alive, wmeta, now_ms)
   return out
 end
 
--- hand_over gives a lock its holder has just let go (the owner key is
--- free) straight to the first live waiter, so that a hand-off costs one
--- message: the waiter is made the holder, with a fence, until its
--- liveness deadline (a granted waiter that died delays the lock no longer
--- than a queued one would), is taken out of the queue, and is told on
--- channel (sent with publish, PUBLISH or SPUBLISH) by
--- "<token> <fence> <now µs>". Its first renewal sets its own TTL. While
--- the first waiter has waited less than starve_us the lock stays free
--- instead, and the waiter is woken by "<token>" to try for it: a newcomer
--- may take it meanwhile (Mutex). tok and order are the first waiter and
--- its arrival as first_waiter read them (nil: nobody waits). It returns
--- the token it handed the lock to, or nil.
+-- hand_over gives a lock its holder has just let go straight to the first
+-- live waiter, so that a hand-off costs one message: the waiter is made
+-- the holder, with a fence, until its liveness deadline (a granted waiter
+-- that died delays the lock no longer than a queued one would), is taken
+-- out of the queue, and is told on channel (sent with publish, PUBLISH or
+-- SPUBLISH) by "<token> <fence> <now µs>". Its first renewal sets its own
+-- TTL. While the first waiter has waited less than starve_us the lock
+-- stays as it was instead, and the waiter is woken by "<token>" to try
+-- for it: a newcomer may take it meanwhile (Mutex). The owner key must be
+-- free or still hold the lease let go: a hand-over writes it whole. tok
+-- and order are the first waiter and its arrival as first_waiter read
+-- them (nil: nobody waits). It returns the token it handed the lock to,
+-- or nil.
 local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us, tok, order)
   if not tok then
     return nil
   end
   local now = now_us()
-  tok, order = live_first(queue, alive, wmeta, tok, order, math.floor(now / 1000))
-  if not tok then
+  local now_ms = math.floor(now / 1000)
+  -- The lock is kept for the waiter until its liveness deadline. The dead
+  -- in the line are pruned when the first is one of them (those behind a
+  -- live first are pruned when they come first).
+  local deadline = redis.call('ZSCORE', alive, tok)
+  if not deadline or tonumber(deadline) <= now_ms then
+    tok, order = live_first(queue, alive, wmeta, tok, order, now_ms)
+    deadline = tok and redis.call('ZSCORE', alive, tok)
+    -- (It may have passed still when more dead waiters lay ahead than
+    -- one prune takes: the lock is then free again at once.)
+  end
+  if not deadline then
+    if tok then
+      -- Queued with no liveness deadline (its keys were tampered with):
+      -- as good as dead.
+      drop_waiters(queue, alive, wmeta, tok)
+    end
     return nil
   end
-  local live = hand_off_ms(alive, tok, order, now, publish, channel, starve_us)
-  if not live then
+  if wake_to_barge(tok, order, now, publish, channel, starve_us) then
     return nil
   end
   local meta = redis.call('HGET', wmeta, tok) or ''
-  drop_waiters(queue, alive, wmeta, {tok})
-  local fence = issue_fence(fence_key, now)
-  redis.call('SET', owner, owner_value(tok, fence, now, '', meta), 'PX', live)
-  redis.call(publish, channel, table.concat({tok, int(fence), int(now)}, ' '))
+  drop_waiters(queue, alive, wmeta, tok)
+  local _, fence, clock = issue_fence(fence_key, now)
+  redis.call('SET', owner, owner_value(tok, fence, clock, '', meta), 'PXAT', deadline)
+  redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
   return tok
 end
