@@ -16,7 +16,8 @@ import (
 //
 // Limits of the order: it is the order in which Lock calls reached Redis.
 // A waiter that dies, or whose heartbeat (every second) cannot reach Redis
-// for 3 seconds, loses its place; when it calls again it joins at the end.
+// for 3 seconds, is passed over when its turn comes, losing its place; when
+// it calls again it joins at the end.
 // A waiter whose context ends leaves the queue at once. A Redis restart
 // without persistence forgets the queue: waiters then re-queue in the
 // order of their next heartbeat.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -494,4 +496,46 @@ func TestHandOffsAcrossRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A release passes over a queued waiter whose liveness entry is gone
+// (something other than dlock removed it), which no prune would drop, and
+// hands the lock to the next live waiter in the same script.
+func TestHandOverPassesWaiterWithoutLiveness(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	m := c.FairMutex("ghost")
+	held := mustTake(t, ctx, m.Lock)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waiting := map[string]<-chan *dlock.Lease{}
+	for i, name := range []string{"B", "C"} {
+		wc, _, _ := newClient(t, srv)
+		waiting[name] = async(t, wctx, wc.FairMutex("ghost", dlock.WithMetadata(name)).Lock)
+		waitQueued(t, m, i+1)
+	}
+	k := keys.For(dlock.DefaultPrefix, keys.KindFair, "ghost")
+	toks := map[string]string{} // metadata -> token
+	meta, err := rdb.HGetAll(ctx, k.Part("wmeta")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, name := range meta {
+		toks[name] = tok
+	}
+	if err := rdb.ZRem(ctx, k.Part("alive"), toks["B"]).Err(); err != nil || toks["C"] == "" {
+		t.Fatalf("waiters %v: %v", meta, err)
+	}
+	mustUnlock(t, held)
+	if v := rdb.Get(ctx, k.Key()).Val(); !strings.HasPrefix(v, toks["C"]+" ") {
+		t.Fatalf("after the release the owner key reads %q; want it handed to C (%s)", v, toks["C"])
+	}
+	select {
+	case l := <-waiting["C"]:
+		mustUnlock(t, l)
+	case <-time.After(5 * time.Second):
+		t.Fatal("C was handed the lock but its Lock did not return")
+	}
+	cancel()
+	<-waiting["B"]
 }

@@ -15,8 +15,8 @@ import (
 // arrives while the lock is free may take it ahead of the queue (so the
 // uncontended path stays one round trip), but only while the first waiter
 // has waited less than a millisecond: after that a release hands the lock
-// to the first in line, so no waiter starves. A waiter that dies is dropped from the
-// line 3 seconds after its last heartbeat (every second). Use FairMutex
+// to the first in line, so no waiter starves. A waiter that dies is passed
+// over once 3 seconds have gone by since its last heartbeat (every second). Use FairMutex
 // for strict arrival order.
 type Mutex struct{ b mutexBackend }
 

@@ -515,27 +515,34 @@ func TestWaiterThatGivesUpPassesItsWakeUpOn(t *testing.T) {
 
 // TestForeignOwnerValue: a lock's key holding a value dlock did not write
 // (another program's, or a newer format) reads as held by someone else:
-// a try is refused with ErrNotAcquired and leaves the value alone.
+// a try is refused with ErrNotAcquired and leaves the value alone, and
+// Status shows it held, with fence 0.
 func TestForeignOwnerValue(t *testing.T) {
 	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
+	rw := c.RWMutex("foreign")
 	for _, l := range []struct {
-		kind string
-		try  func(context.Context) (*dlock.Lease, error)
+		kind, call string
+		try        func(context.Context) (*dlock.Lease, error)
+		status     func(context.Context) (dlock.Status, error)
 	}{
-		{keys.KindMutex, c.Mutex("foreign").TryLock},
-		{keys.KindFair, c.FairMutex("foreign").TryLock},
-		{keys.KindRW, c.RWMutex("foreign").TryLock},
+		{keys.KindMutex, "TryLock", c.Mutex("foreign").TryLock, c.Mutex("foreign").Status},
+		{keys.KindFair, "TryLock", c.FairMutex("foreign").TryLock, c.FairMutex("foreign").Status},
+		{keys.KindRW, "TryLock", rw.TryLock, rw.Status},
+		{keys.KindRW, "TryRLock", rw.TryRLock, rw.Status},
 	} {
 		key := keys.For(dlock.DefaultPrefix, l.kind, "foreign").Key()
 		if err := rdb.Set(ctx, key, "not-dlock's", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.try(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Errorf("%s: TryLock on a foreign value: %v, want ErrNotAcquired", l.kind, err)
+			t.Errorf("%s: %s on a foreign value: %v, want ErrNotAcquired", l.kind, l.call, err)
 		}
 		if v := rdb.Get(ctx, key).Val(); v != "not-dlock's" {
 			t.Errorf("%s: the value is now %q", l.kind, v)
+		}
+		if st, err := l.status(ctx); err != nil || !st.Held || st.Fence != 0 {
+			t.Errorf("%s: Status on a foreign value: %+v, %v; want held, fence 0", l.kind, st, err)
 		}
 	}
 }

@@ -105,8 +105,8 @@ func ttlOf(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// toInt reads an integer reply, or a decimal one sent as a string (see
-// queue_beat.lua); anything else is 0.
+// toInt reads an integer reply, or a decimal one sent as a string (a
+// holder's fence in a refusal, as the script read it); anything else is 0.
 func toInt(v any) int64 {
 	switch v := v.(type) {
 	case int64:

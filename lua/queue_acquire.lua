@@ -24,9 +24,9 @@
 --          token already holds it: a try may be sent again after a lost
 --          reply; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
---           woken), holder's fence (0 when free but another waiter is
---           first), server time in µs (a hand-off to this token dated
---           before it was void by now)}.
+--           woken), holder's fence (as the decimal string read; 0 when
+--           free but another waiter is first), server time in µs (a
+--           hand-off to this token dated before it was void by now)}.
 local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
 
 -- announce_taken is the reply of a try that took the lock with fence,
@@ -56,6 +56,7 @@ if holder then
   end
   return {0, redis.call('PTTL', KEYS[1]), hfence, now}
 end
+-- @helpers
 local now_ms = math.floor(now / 1000)
 local head, order
 if queued then

@@ -29,10 +29,10 @@
 --          reply, or the lock was handed to it; the lease's TTL then
 --          starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
---           woken), holder: the writer's fence (a heartbeat's: as a
---           decimal string), else the oldest reader's, else 0 (another
---           writer is first), server time in µs (a
---           hand-off to this token dated before it was void by now)};
+--           woken), holder: the writer's fence (as the decimal string
+--           read), else the oldest reader's, else 0 (another writer is
+--           first), server time in µs (a hand-off to this token dated
+--           before it was void by now)};
 --          a heartbeat never takes the lock: it replies try_now instead.
 local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
 local beat = join == '2'
@@ -54,39 +54,52 @@ elseif fence then
 end
 -- @helpers
 local now_ms = math.floor(now / 1000)
-local oldest, oldest_fence, head, order
-if not w then
-  -- Readers are pruned as waiters are: their expiries are the alive set.
-  -- (While a writer holds, the dead in either line are pruned when it
-  -- lets go.)
-  oldest, oldest_fence = first_waiter(KEYS[3])
-  oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
-  head, order = first_waiter(KEYS[7])
-  head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
-  local free = not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
-  if free and beat then
-    return try_now(now)
-  elseif free then
-    if head then
-      drop_waiters(KEYS[7], KEYS[8], KEYS[9], tok)
-      redis.call('ZREM', KEYS[6], tok)
-    end
-    return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
+
+-- join_line puts the caller in the writers' line when asked, or renews
+-- its place (a heartbeat), with its intention while it holds one (see
+-- ARGV[6]); false when a heartbeat finds it dropped from the line.
+local function join_line()
+  if join == '0' then
+    return true
   end
-end
-if join ~= '0' then
   local live = tonumber(ARGV[5])
   if not join_queue(KEYS[7], KEYS[8], KEYS[9], tok, ARGV[3], now, live, beat) then
-    return try_now(now) -- a heartbeat of a writer dropped from the line
+    return false
   end
   if ARGV[6] == '1' then
     redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', int(now_ms))
     redis.call('ZADD', KEYS[6], int(now_ms + live), tok)
     redis.call('PEXPIRE', KEYS[6], int(2 * live))
   end
+  return true
 end
+
 if w then
+  -- A writer holds it: queue up. The dead in either line are pruned once
+  -- it lets go.
+  if not join_line() then
+    return try_now(now) -- a heartbeat of a writer dropped from the line
+  end
   return {0, redis.call('PTTL', KEYS[1]), wfence, now}
+end
+-- @helpers
+-- Readers are pruned as waiters are: their expiries are the alive set.
+local oldest, oldest_fence = first_waiter(KEYS[3])
+oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
+local head, order = first_waiter(KEYS[7])
+head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
+local free = not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
+if free and beat then
+  return try_now(now)
+elseif free then
+  if head then
+    drop_waiters(KEYS[7], KEYS[8], KEYS[9], tok)
+    redis.call('ZREM', KEYS[6], tok)
+  end
+  return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
+end
+if not join_line() then
+  return try_now(now) -- a heartbeat of a writer dropped from the line
 end
 if oldest then
   -- Readers hold it: worth a try unasked when the first of them expires

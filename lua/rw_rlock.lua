@@ -14,8 +14,9 @@
 --          token already has a share: a try may be sent again after a
 --          lost reply; the share's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
---           woken), holder: the writer's fence; when only intentions stop
---           the caller, the oldest reader's fence or 0}.
+--           woken), holder: the writer's fence (a decimal string); when
+--           only intentions stop the caller, the oldest reader's fence or
+--           0}.
 local tok = ARGV[1]
 local now = now_us()
 local now_ms = math.floor(now / 1000)
@@ -32,9 +33,9 @@ if mine then
   end
   return tonumber(mine)
 end
-local w = owner_of(redis.call('GET', KEYS[1]))
+local w, wfence = holder_of(redis.call('GET', KEYS[1]))
 if w then
-  return {0, redis.call('PTTL', KEYS[1]), w.fence}
+  return {0, redis.call('PTTL', KEYS[1]), wfence}
 end
 if ARGV[4] == '1' then
   -- The latest intention; the writers' tries clear out the dead ones.

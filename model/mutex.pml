@@ -148,7 +148,10 @@ inline fifo(t) {
 /* handOver gives a lock just let go to the first live waiter, or wakes
    it while newcomers may still barge in (hand_over). */
 inline handOver() {
-  prune();
+  if
+  :: q[0] != 0 && alive[q[0]] == 0 -> prune()  /* only when the first is dead */
+  :: else
+  fi;
   if
   :: q[0] == 0
   :: q[0] != 0 && age[q[0]] > 0 -> publish(wake, q[0])
@@ -156,7 +159,7 @@ inline handOver() {
      head = q[0];
      fifo(head);
      owner = head;
-     ttl = alive[head];   /* until its liveness deadline (at least 1) */
+     ttl = alive[head];   /* until its liveness deadline (PXAT) */
      qremove(head, first);
      publish(grant, head);
      head = 0; first = 0
@@ -183,8 +186,8 @@ inline acquire(t) {
      :: mayTake(t) -> fifo(t); qremove(t, first); owner = t; ttl = T; ok = 1
      :: else -> join(t); wait = alive[q[0]]; refused(t, kill)
      fi
-  :: owner != 0 && owner != t ->
-     prune(); join(t); wait = ttl; refused(t, kill)
+  :: owner != 0 && owner != t ->               /* held: no prune */
+     join(t); wait = ttl; refused(t, kill)
   fi
 }
 

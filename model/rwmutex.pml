@@ -222,7 +222,10 @@ inline nextWriter(wr) {
   :: wr && head != 0 && alive[head] > 0 && intent[head] == 0 -> first = 1
   :: else -> first = 0
   fi;
-  prune();
+  if
+  :: q[0] != 0 && alive[q[0]] == 0 -> prune()  /* only when the first is dead */
+  :: else
+  fi;
   if
   :: q[0] == 0 -> if :: wr -> wakeReaders() :: else fi
   :: q[0] != 0 && (age[q[0]] > 0 || first) ->
@@ -231,7 +234,7 @@ inline nextWriter(wr) {
   :: q[0] != 0 && age[q[0]] == 0 && !first ->
      head = q[0];
      owner = head;
-     ttl = alive[head];   /* until its liveness deadline (at least 1) */
+     ttl = alive[head];   /* until its liveness deadline (PXAT) */
      qremove(head, first);
      intent[head] = 0;
      publish(grant, head)
@@ -307,7 +310,7 @@ inline wlock(t, intend) {
   if
   :: owner == t -> ttl = T; ok = 1          /* a try sent again */
   :: owner != t ->
-     prune();
+     if :: owner == 0 -> prune() :: else fi;   /* a writer holds: no prune */
      if
 #ifdef BROKEN_READERS
      :: owner == 0 && mayTake(t) ->         /* readers not counted */
@@ -330,7 +333,7 @@ inline wbeat(t, intend) {
   if
   :: owner == t -> ok = 1
   :: owner != t ->
-     prune();
+     if :: owner == 0 -> prune() :: else fi;   /* a writer holds: no prune */
      qfind(t, k);
      if
      :: owner == 0 && n == 0 && mayTake(t) -> ok = 1

@@ -6,12 +6,16 @@
 -- holder one GET.
 
 -- owner_of parses an owner key's value (nil: free) into
--- {tok, fence, since, id, meta}, or returns nil.
+-- {tok, fence, since, id, meta}, or returns nil. A value it cannot read
+-- (not dlock's) is a holder with token '', fence 0 and since 0.
 local function owner_of(v)
   if not v then
     return nil
   end
   local tok, fence, since, id, meta = string.match(v, '^(%S+) (%d+) (%d+) (%S*) (.*)$')
+  if not tok then
+    return {tok = '', fence = 0, since = 0, id = '', meta = ''}
+  end
   return {tok = tok, fence = tonumber(fence), since = tonumber(since), id = id, meta = meta}
 end
 

@@ -63,7 +63,9 @@ end
 -- with publish) to try for it, instead of having it handed over.
 local function wake_to_barge(tok, order, now, publish, channel, starve_us)
   if barging(order, now, starve_us) then
-    redis.call(publish, channel, tok)
+    -- Never fail on it: the release is done by then, and a waiter not
+    -- woken tries at its next heartbeat.
+    redis.pcall(publish, channel, tok)
     return true
   end
   return false
@@ -210,6 +212,12 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   -- in the line are pruned when the first is one of them (those behind a
   -- live first are pruned when they come first).
   local deadline = redis.call('ZSCORE', alive, tok)
+  if not deadline then
+    -- Queued with no liveness deadline (something else removed it): as
+    -- good as dead, and no prune would drop it.
+    drop_waiters(queue, alive, wmeta, tok)
+    tok, order = first_waiter(queue)
+  end
   if not deadline or tonumber(deadline) <= now_ms then
     tok, order = live_first(queue, alive, wmeta, tok, order, now_ms)
     deadline = tok and redis.call('ZSCORE', alive, tok)
@@ -217,11 +225,6 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
     -- one prune takes: the lock is then free again at once.)
   end
   if not deadline then
-    if tok then
-      -- Queued with no liveness deadline (its keys were tampered with):
-      -- as good as dead.
-      drop_waiters(queue, alive, wmeta, tok)
-    end
     return nil
   end
   if wake_to_barge(tok, order, now, publish, channel, starve_us) then
