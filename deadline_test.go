@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -201,4 +203,65 @@ func TestLockReturnsByDeadlineWhileSubscribing(t *testing.T) {
 		_, err := c.Mutex("m").Lock(ctx)
 		return err
 	}}})
+}
+
+// TestLeaseCallsWaitForTheirTurnByDeadline: a Refresh or an Unlock that
+// waits behind another call of the same lease (here a Refresh waiting for
+// a paused Redis) still returns by its own ctx deadline. The Unlock that
+// gave up so is carried out once that call is done, and the next Unlock
+// returns nil.
+func TestLeaseCallsWaitForTheirTurnByDeadline(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, cnt := newClient(t, srv)
+	l := mustTake(t, ctx, c.Mutex("turns", dlock.WithTTL(time.Minute)).Lock)
+	srv.Pause(t)
+	sent := cnt.Load()
+	first := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		first <- l.Refresh(rctx, time.Minute)
+	}()
+	err := eventually(ctx, 5*time.Second, func() error {
+		if cnt.Load() == sent {
+			return errors.New("the first Refresh has sent nothing")
+		}
+		return nil
+	})
+	if err != nil {
+		srv.Resume(t)
+		t.Fatal(err)
+	}
+	const wait = 200 * time.Millisecond
+	for _, call := range []publicCall{
+		{"Lease.Refresh", func(ctx context.Context) error { return l.Refresh(ctx, time.Minute) }},
+		{"Lease.Unlock", l.Unlock},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, wait)
+		start := time.Now()
+		err := call.call(cctx)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s behind a call waiting for Redis: %v, want its ctx's deadline", call.name, err)
+		}
+		if took > wait+150*time.Millisecond {
+			t.Errorf("%s returned after %v, ctx deadline %v", call.name, took, wait)
+		}
+	}
+	srv.Resume(t)
+	<-first
+	key := keys.For(dlock.DefaultPrefix, keys.KindMutex, "turns").Key()
+	err = eventually(ctx, 10*time.Second, func() error {
+		if n := rdb.Exists(ctx, key).Val(); n != 0 {
+			return errors.New("the lock is still held: the Unlock that gave up was not carried out")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock after the release went on: %v, want nil", err)
+	}
 }

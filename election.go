@@ -156,9 +156,11 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released || l.releasing || l.isLost() {
+	if err := l.turn.take(ctx); err != nil {
+		return fmt.Errorf("dlock: proclaim in election %q: %w", l.name, err)
+	}
+	defer l.turn.give()
+	if l.released || l.releasing || l.later.Load() || l.isLost() {
 		return fmt.Errorf("%w: no longer leader of election %q", ErrLost, l.name)
 	}
 	ok, err := bounded(ctx, e.c, func(ctx context.Context) (bool, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-dlock/dlock/internal/watchdog"
@@ -29,11 +30,14 @@ type Lease struct {
 	// hooked, when the client has hooks, calls them for the lease.
 	hooked *hooked
 
-	mu       sync.Mutex // serialises Refresh and Unlock
+	turn     turn // Refresh and Unlock take turns
 	released bool
 	// releasing is set once an Unlock failed and the release goes on in
 	// the background; released is then set when it succeeds.
 	releasing bool
+	// later is set once an Unlock gave up waiting for its turn: the
+	// release follows when the turn comes (see unlockLater).
+	later atomic.Bool
 }
 
 // leaseOps is what a primitive does to Redis for a lease it issued.
@@ -159,13 +163,17 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // later automatic renewals. It returns ErrLost, and closes Lost(), when the
 // lease is no longer held or was already known lost. On a network error
 // the lease stays held, but its expiry is reckoned as if the new TTL may
-// have been applied, so a failed shortening Refresh shortens it too.
+// have been applied, so a failed shortening Refresh shortens it too. If
+// ctx ends while another Refresh or an Unlock of the lease waits for
+// Redis, Refresh returns ctx's error and changes nothing.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalid, ttl, MinTTL)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if err := l.turn.take(ctx); err != nil {
+		return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
+	}
+	defer l.turn.give()
 	if err := l.usable(); err != nil {
 		return err
 	}
@@ -189,9 +197,10 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // reached before ctx ends, Unlock returns the error, and the release goes
 // on in the background: the lease is no longer renewed, so it ends by its
 // TTL at the latest, and Lost() still closes at its deadline unless the
-// release succeeds first. Calling Unlock again tries the release at once
-// (nil if the background one succeeded meanwhile); dropping the lease is
-// safe too.
+// release succeeds first. So too when ctx ends while a Refresh or another
+// Unlock of the lease waits for Redis: the release follows once that call
+// is done. Calling Unlock again tries the release at once (nil if the
+// background one succeeded meanwhile); dropping the lease is safe too.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l.hooked == nil {
 		return l.unlock(ctx)
@@ -204,8 +213,32 @@ func (l *Lease) Unlock(ctx context.Context) error {
 
 // unlock is Unlock without hooks.
 func (l *Lease) unlock(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if err := l.turn.take(ctx); err != nil {
+		l.later.Store(true)
+		go l.unlockLater()
+		return fmt.Errorf("dlock: unlock %q: %w", l.name, err)
+	}
+	defer l.turn.give()
+	return l.unlockTurn(ctx)
+}
+
+// unlockLater is the release of an Unlock whose ctx ended before its turn
+// came (see unlock): it waits for the turn and releases, unless another
+// Unlock did meanwhile. Once it has released, the next Unlock returns nil,
+// as after a release in the background.
+func (l *Lease) unlockLater() {
+	_ = l.turn.take(context.Background())
+	defer l.turn.give()
+	if l.released {
+		return
+	}
+	if l.unlockTurn(context.Background()) == nil {
+		l.releasing = true
+	}
+}
+
+// unlockTurn is unlock once the caller has the lease's turn.
+func (l *Lease) unlockTurn(ctx context.Context) error {
 	if l.released && l.releasing {
 		l.releasing = false // the release done in the background answers this call
 		return nil
@@ -262,7 +295,8 @@ func (l *Lease) unlock(ctx context.Context) error {
 // so the lease is no longer renewed, only watched until deadline (reached
 // with a renewal to ttl, as the stopped watch told), and the release is
 // retried until it gets through or the lease has expired (a lease that
-// never expires: until the client is closed). The caller holds l.mu.
+// never expires: until the client is closed). The caller has the lease's
+// turn.
 func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 	lapse := time.Duration(0)
 	if l.wd != nil {
@@ -301,8 +335,8 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 	if err != nil && !errors.Is(err, errReleaseUnconfirmed) {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	_ = l.turn.take(context.Background())
+	defer l.turn.give()
 	if !l.released && !l.isLost() {
 		l.released = true
 		if l.wd != nil {
@@ -322,8 +356,8 @@ func (l *Lease) Held(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-// usable reports an error once the lease was unlocked. The caller holds
-// l.mu.
+// usable reports an error once the lease was unlocked. The caller has
+// the lease's turn.
 func (l *Lease) usable() error {
 	if l.released {
 		return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
