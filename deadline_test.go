@@ -209,22 +209,73 @@ func TestLockReturnsByDeadlineWhileSubscribing(t *testing.T) {
 // waits behind another call of the same lease (here a Refresh waiting for
 // a paused Redis) still returns by its own ctx deadline. The Unlock that
 // gave up so is carried out once that call is done, and the next Unlock
-// returns nil.
+// returns what it would have: nil, or ErrLost when the lease was gone.
 func TestLeaseCallsWaitForTheirTurnByDeadline(t *testing.T) {
 	srv, ctx := serve(t)
 	c, rdb, cnt := newClient(t, srv)
-	l := mustTake(t, ctx, c.Mutex("turns", dlock.WithTTL(time.Minute)).Lock)
-	srv.Pause(t)
+	key := keys.For(dlock.DefaultPrefix, keys.KindMutex, "turns").Key()
+	const wait = 200 * time.Millisecond
+	for _, gone := range []bool{false, true} {
+		l := mustTake(t, ctx, c.Mutex("turns", dlock.WithTTL(time.Minute)).Lock)
+		if gone {
+			rdb.Del(ctx, key) // an operator's, say: the lease is lost
+		}
+		srv.Pause(t)
+		first := behind(t, srv, cnt, func(ctx context.Context) error { return l.Refresh(ctx, time.Minute) })
+		calls := []publicCall{{"Lease.Unlock", l.Unlock}}
+		if !gone {
+			calls = append(calls, publicCall{"Lease.Refresh", func(ctx context.Context) error { return l.Refresh(ctx, time.Minute) }})
+		}
+		for _, call := range calls {
+			cctx, cancel := context.WithTimeout(ctx, wait)
+			start := time.Now()
+			err := call.call(cctx)
+			took := time.Since(start)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s behind a call waiting for Redis: %v, want its ctx's deadline", call.name, err)
+			}
+			if took > wait+150*time.Millisecond {
+				t.Errorf("%s returned after %v, ctx deadline %v", call.name, took, wait)
+			}
+		}
+		srv.Resume(t)
+		<-first
+		err := eventually(ctx, 10*time.Second, func() error {
+			if n := rdb.Exists(ctx, key).Val(); n != 0 {
+				return errors.New("the lock is still held: the Unlock that gave up was not carried out")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The Unlock that gave up is done once the next Unlock has its turn.
+		err = l.Unlock(ctx)
+		switch {
+		case gone && !errors.Is(err, dlock.ErrLost):
+			t.Errorf("Unlock after a lost lease's release went on: %v, want ErrLost", err)
+		case !gone && err != nil:
+			t.Errorf("Unlock after the release went on: %v, want nil", err)
+		}
+	}
+}
+
+// behind runs call, with a long ctx, on a Redis that srv has paused, and
+// returns once it has sent its command (counted by cnt): call then holds
+// whatever it takes while it waits. The channel gives its result.
+func behind(t *testing.T, srv *redistest.Server, cnt *hook, call func(context.Context) error) <-chan error {
+	t.Helper()
 	sent := cnt.Load()
-	first := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		first <- l.Refresh(rctx, time.Minute)
+		done <- call(ctx)
 	}()
-	err := eventually(ctx, 5*time.Second, func() error {
+	err := eventually(t.Context(), 5*time.Second, func() error {
 		if cnt.Load() == sent {
-			return errors.New("the first Refresh has sent nothing")
+			return errors.New("the call has sent nothing")
 		}
 		return nil
 	})
@@ -232,36 +283,5 @@ func TestLeaseCallsWaitForTheirTurnByDeadline(t *testing.T) {
 		srv.Resume(t)
 		t.Fatal(err)
 	}
-	const wait = 200 * time.Millisecond
-	for _, call := range []publicCall{
-		{"Lease.Refresh", func(ctx context.Context) error { return l.Refresh(ctx, time.Minute) }},
-		{"Lease.Unlock", l.Unlock},
-	} {
-		cctx, cancel := context.WithTimeout(ctx, wait)
-		start := time.Now()
-		err := call.call(cctx)
-		took := time.Since(start)
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s behind a call waiting for Redis: %v, want its ctx's deadline", call.name, err)
-		}
-		if took > wait+150*time.Millisecond {
-			t.Errorf("%s returned after %v, ctx deadline %v", call.name, took, wait)
-		}
-	}
-	srv.Resume(t)
-	<-first
-	key := keys.For(dlock.DefaultPrefix, keys.KindMutex, "turns").Key()
-	err = eventually(ctx, 10*time.Second, func() error {
-		if n := rdb.Exists(ctx, key).Val(); n != 0 {
-			return errors.New("the lock is still held: the Unlock that gave up was not carried out")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Errorf("Unlock after the release went on: %v, want nil", err)
-	}
+	return done
 }

@@ -79,22 +79,33 @@ func newGiveUps(log *slog.Logger) *giveUps {
 // when what it withdraws has expired by itself. If it stops before
 // withdraw succeeded, it calls quit, if set.
 func (g *giveUps) start(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int, quit func()) {
+	ran := g.do(name, func(context.Context) {
+		if !g.run(name, lapse, withdraw, pending, rounds) && quit != nil {
+			quit()
+		}
+	})
+	if !ran && quit != nil {
+		quit()
+	}
+}
+
+// do runs f, background work for the lock name, on a goroutine of its own
+// with a ctx that ends when the client is closed (Close lets it finish
+// for up to closeGrace first). Once the client is closed it runs nothing,
+// says so in the log, and returns false.
+func (g *giveUps) do(name string, f func(ctx context.Context)) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		g.log.Warn("dlock: client closed; what a failed acquisition or unlock may hold lapses with its TTL", "lock", name)
-		if quit != nil {
-			quit()
-		}
-		return
+		return false
 	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		if !g.run(name, lapse, withdraw, pending, rounds) && quit != nil {
-			quit()
-		}
+		f(g.ctx)
 	}()
+	return true
 }
 
 // run is start's goroutine; it reports whether withdraw succeeded.

@@ -36,8 +36,10 @@ type Lease struct {
 	// the background; released is then set when it succeeds.
 	releasing bool
 	// later is set once an Unlock gave up waiting for its turn: the
-	// release follows when the turn comes (see unlockLater).
-	later atomic.Bool
+	// release follows when the turn comes (see unlockLater), and lateErr
+	// is its ErrLost, for the next Unlock to return.
+	later   atomic.Bool
+	lateErr error
 }
 
 // leaseOps is what a primitive does to Redis for a lease it issued.
@@ -177,6 +179,9 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
+	if l.later.Load() {
+		return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
+	}
 	if l.wd == nil {
 		return fmt.Errorf("%w: lease of %q never expires", ErrInvalid, l.name)
 	}
@@ -200,7 +205,8 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // release succeeds first. So too when ctx ends while a Refresh or another
 // Unlock of the lease waits for Redis: the release follows once that call
 // is done. Calling Unlock again tries the release at once (nil if the
-// background one succeeded meanwhile); dropping the lease is safe too.
+// background one succeeded meanwhile, ErrLost if it found the lease lost);
+// dropping the lease is safe too.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l.hooked == nil {
 		return l.unlock(ctx)
@@ -215,7 +221,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 func (l *Lease) unlock(ctx context.Context) error {
 	if err := l.turn.take(ctx); err != nil {
 		l.later.Store(true)
-		go l.unlockLater()
+		l.c.giveUps.do(l.name, l.unlockLater)
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, err)
 	}
 	defer l.turn.give()
@@ -223,22 +229,35 @@ func (l *Lease) unlock(ctx context.Context) error {
 }
 
 // unlockLater is the release of an Unlock whose ctx ended before its turn
-// came (see unlock): it waits for the turn and releases, unless another
-// Unlock did meanwhile. Once it has released, the next Unlock returns nil,
-// as after a release in the background.
-func (l *Lease) unlockLater() {
-	_ = l.turn.take(context.Background())
+// came (see unlock), run with the client's give-ups until ctx ends (the
+// client is closed; the lease then lapses with its TTL): it waits for the
+// turn and releases, unless another Unlock did meanwhile, as Unlock would
+// have (a release that fails goes on in the background). The next Unlock
+// then returns nil, or its ErrLost.
+func (l *Lease) unlockLater(ctx context.Context) {
+	if l.turn.take(ctx) != nil {
+		return
+	}
 	defer l.turn.give()
 	if l.released {
 		return
 	}
-	if l.unlockTurn(context.Background()) == nil {
-		l.releasing = true
+	rctx, cancel := context.WithTimeout(ctx, giveUpTry)
+	defer cancel()
+	switch err := l.unlockTurn(rctx); {
+	case err == nil:
+		l.releasing = true // as after a release in the background
+	case errors.Is(err, ErrLost):
+		l.lateErr = err
 	}
 }
 
 // unlockTurn is unlock once the caller has the lease's turn.
 func (l *Lease) unlockTurn(ctx context.Context) error {
+	if err := l.lateErr; err != nil {
+		l.lateErr = nil // what the Unlock that gave up would have returned
+		return err
+	}
 	if l.released && l.releasing {
 		l.releasing = false // the release done in the background answers this call
 		return nil
