@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock"
 )
 
@@ -104,19 +106,7 @@ func TestWaiterDroppedFromQueueJoinsAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitQueued(t, l, 1)
-			keys, err := rdb.Keys(ctx, "*{dropped}*").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var waiters []string
-			for _, k := range keys {
-				if strings.HasSuffix(k, ":queue") || strings.HasSuffix(k, ":alive") || strings.HasSuffix(k, ":wmeta") {
-					waiters = append(waiters, k)
-				}
-			}
-			if len(waiters) != 3 {
-				t.Fatalf("waiter keys %q among %q; want 3", waiters, keys)
-			}
+			waiters := waiterKeys(t, rdb, "dropped")
 			if err := rdb.Del(ctx, waiters...).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -150,21 +140,7 @@ func TestQueueKeysOutlastTheirWaiters(t *testing.T) {
 				return cancel, got
 			}
 			cancelA, gotA := queued(1)
-			names, err := rdb.Keys(ctx, "*{outlast}*").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ks []string // queue, liveness, metadata
-			for _, suffix := range []string{":queue", ":alive", ":wmeta"} {
-				for _, n := range names {
-					if strings.HasSuffix(n, suffix) {
-						ks = append(ks, n)
-					}
-				}
-			}
-			if len(ks) != 3 {
-				t.Fatalf("waiter keys %q among %q; want 3", ks, names)
-			}
+			ks := waiterKeys(t, rdb, "outlast")
 			// One script reads the keys' expiry times and the last
 			// liveness deadline at one instant (all server ms).
 			const read = `local out = {}
@@ -209,4 +185,26 @@ return out`
 			mustUnlock(t, held)
 		})
 	}
+}
+
+// waiterKeys returns the three keys of the queue of waiters of the lock
+// name, which has waiters: its queue, their liveness and their metadata.
+func waiterKeys(t *testing.T, rdb *redis.Client, name string) []string {
+	t.Helper()
+	names, err := rdb.Keys(t.Context(), "*{"+name+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, suffix := range []string{":queue", ":alive", ":wmeta"} {
+		for _, n := range names {
+			if strings.HasSuffix(n, suffix) {
+				ks = append(ks, n)
+			}
+		}
+	}
+	if len(ks) != 3 {
+		t.Fatalf("waiter keys %q among %q; want 3", ks, names)
+	}
+	return ks
 }

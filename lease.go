@@ -180,7 +180,7 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if l.later.Load() {
-		return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
+		return l.errUnlocked()
 	}
 	if l.wd == nil {
 		return fmt.Errorf("%w: lease of %q never expires", ErrInvalid, l.name)
@@ -379,9 +379,14 @@ func (l *Lease) Held(ctx context.Context) (bool, error) {
 // the lease's turn.
 func (l *Lease) usable() error {
 	if l.released {
-		return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
+		return l.errUnlocked()
 	}
 	return nil
+}
+
+// errUnlocked is the error of a call on a lease already unlocked.
+func (l *Lease) errUnlocked() error {
+	return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
 }
 
 func (l *Lease) isLost() bool {

@@ -16,8 +16,8 @@ import (
 // uncontended path stays one round trip), but only while the first waiter
 // has waited less than a millisecond: after that a release hands the lock
 // to the first in line, so no waiter starves. A waiter that dies is passed
-// over once 3 seconds have gone by since its last heartbeat (every second). Use FairMutex
-// for strict arrival order.
+// over once 3 seconds have gone by since its last heartbeat (every
+// second). Use FairMutex for strict arrival order.
 type Mutex struct{ b mutexBackend }
 
 // mutexBackend is where a Mutex is held: the queued lock of one Redis

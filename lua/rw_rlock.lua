@@ -46,14 +46,15 @@ if ARGV[4] == '1' then
     return {0, last - now_ms, tonumber(oldest or '0')}
   end
 end
-local fence = issue_fence(KEYS[2], now)
+local fence, f, clock = issue_fence(KEYS[2], now)
 local ttl = tonumber(ARGV[2])
 local deadline = 'inf'
 if ttl > 0 then
   deadline = int(now_ms + ttl)
 end
-redis.call('ZADD', KEYS[3], int(fence), tok)
+redis.call('ZADD', KEYS[3], f, tok)
 redis.call('ZADD', KEYS[4], deadline, tok)
-redis.call('HSET', KEYS[5], tok, int(now_ms) .. ':' .. ARGV[3])
+-- (The ms of now are the clock's digits but the last three.)
+redis.call('HSET', KEYS[5], tok, string.sub(clock, 1, -4) .. ':' .. ARGV[3])
 expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
 return fence

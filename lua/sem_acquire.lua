@@ -58,8 +58,8 @@ if not beat and (not head or head == tok) and n <= size - used then
   if head then
     drop_waiters(KEYS[4], KEYS[5], KEYS[6], tok)
   end
-  local fence = issue_fence(KEYS[2], now)
-  add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], fence, now, meta, deadline_of(ttl, now_ms))
+  local fence, f = issue_fence(KEYS[2], now)
+  add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], f, now, meta, deadline_of(ttl, now_ms))
   return fence
 end
 if join ~= '0' and not join_queue(KEYS[4], KEYS[5], KEYS[6], tok, ARGV[4] .. ':' .. ARGV[5] .. ':' .. meta, now, tonumber(ARGV[7]), beat) then

@@ -95,11 +95,12 @@ local function deadline_of(ttl_ms, now_ms)
   return 'inf'
 end
 
--- add_lease records tok's lease of n permits, issued with fence at now
--- (µs) by a caller of the given size, until deadline (see deadline_of).
+-- add_lease records tok's lease of n permits, issued with fence (a
+-- decimal string, see issue_fence) at now (µs) by a caller of the given
+-- size, until deadline (see deadline_of).
 local function add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
   local now_ms = math.floor(now / 1000)
-  redis.call('HSET', main, tok, table.concat({int(n), int(fence), int(now_ms), meta}, ' '), 'size', size)
+  redis.call('HSET', main, tok, table.concat({int(n), fence, int(now_ms), meta}, ' '), 'size', size)
   local fresh = redis.call('HINCRBY', main, 'used', n) == tonumber(n)
   redis.call('ZADD', leases, deadline, tok)
   outlive(main, leases, deadline, now_ms, fresh)
@@ -129,10 +130,10 @@ local function grant_waiters(keys, publish, channel, now, used)
     end
     local deadline = redis.call('ZSCORE', alive, tok)
     drop_waiters(queue, alive, wmeta, tok)
-    local fence = issue_fence(fence_key, now)
+    local _, fence, clock = issue_fence(fence_key, now)
     add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
     used = used + n
-    redis.call(publish, channel, table.concat({tok, int(fence), int(now)}, ' '))
+    redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
   end
   return used
 end
