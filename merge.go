@@ -14,15 +14,25 @@ import (
 const mergeMax = 100
 
 // batchOf maps each script whose calls go in batches (see sendAll) to its
-// batched form: a script whose one run does the work of many calls (see
-// lua/lib/batch.lua). Only the hot ones have one: a held lease's renewal
-// and a queued waiter's heartbeat.
-var batchOf = map[*redis.Script]*redis.Script{}
+// batched form: a script whose one run does the work of many calls. Only
+// the hot ones have one: a held lease's renewal and a queued waiter's
+// heartbeat.
+var batchOf = map[*redis.Script]batchForm{}
 
-// loadBatched loads the script name and its batched form, batched.
-func loadBatched(name, batched string) *redis.Script {
+// batchForm is a batched script and how a run of it carries its calls:
+// pack returns the run's ARGV for the calls at parts, and the order in
+// which the run replies to them. single is true on a single Redis (not a
+// Cluster), where a run may read its keys with one command.
+type batchForm struct {
+	s    *redis.Script
+	pack func(calls []scriptCall, parts []int, single bool) (args []any, order []int)
+}
+
+// loadBatched loads the script name and its batched form, batched, whose
+// runs are packed by pack.
+func loadBatched(name, batched string, pack func([]scriptCall, []int, bool) ([]any, []int)) *redis.Script {
 	s := lua.MustLoad(name)
-	batchOf[s] = lua.MustLoad(batched)
+	batchOf[s] = batchForm{lua.MustLoad(batched), pack}
 	return s
 }
 
@@ -42,16 +52,16 @@ type wire struct {
 // another UniversalClient may spread keys in ways dlock cannot see.
 func merge(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []wire {
 	type group struct {
-		batched *redis.Script
-		node    *redis.Client
+		s    *redis.Script // the calls' script, which has a batched form
+		node *redis.Client
 	}
 	var order []group
 	groups := map[group][]int{}
 	wires := make([]wire, 0, len(calls))
 	for i, c := range calls {
 		node, ok := nodeOf(ctx, rdb, c.keys)
-		g := group{batchOf[c.s], node}
-		if !ok || g.batched == nil {
+		g := group{c.s, node}
+		if _, batched := batchOf[c.s]; !ok || !batched {
 			wires = append(wires, wire{call: c, one: i})
 			continue
 		}
@@ -64,7 +74,7 @@ func merge(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [
 		idx := groups[g]
 		for len(idx) > 0 {
 			n := min(len(idx), mergeMax)
-			wires = append(wires, batchWire(g.batched, calls, idx[:n]))
+			wires = append(wires, batchWire(batchOf[g.s], calls, idx[:n], g.node == nil))
 			idx = idx[n:]
 		}
 	}
@@ -89,25 +99,67 @@ func nodeOf(ctx context.Context, rdb redis.UniversalClient, keys []string) (*red
 }
 
 // batchWire is one run of batched carrying the calls at parts, or the call
-// alone when it is the only one.
-func batchWire(batched *redis.Script, calls []scriptCall, parts []int) wire {
+// alone when it is the only one; single as for batchForm.pack.
+func batchWire(batched batchForm, calls []scriptCall, parts []int, single bool) wire {
 	if len(parts) == 1 {
 		return wire{call: calls[parts[0]], one: parts[0]}
 	}
+	args, order := batched.pack(calls, parts, single)
+	return wire{call: scriptCall{s: batched.s, keys: calls[order[0]].keys[:1], args: args}, parts: order}
+}
+
+// packCalls packs a run of a batched form written with each_call
+// (lua/lib/batch.lua): for each call in turn, the number of its keys, the
+// number of its arguments, its keys and its arguments.
+func packCalls(calls []scriptCall, parts []int, _ bool) ([]any, []int) {
 	size := 0
 	for _, i := range parts {
 		size += 2 + len(calls[i].keys) + len(calls[i].args)
 	}
-	run := scriptCall{s: batched, keys: calls[parts[0]].keys[:1], args: make([]any, 0, size)}
+	args := make([]any, 0, size)
 	for _, i := range parts {
 		c := calls[i]
-		run.args = append(run.args, len(c.keys), len(c.args))
+		args = append(args, len(c.keys), len(c.args))
 		for _, k := range c.keys {
-			run.args = append(run.args, k)
+			args = append(args, k)
 		}
-		run.args = append(run.args, c.args...)
+		args = append(args, c.args...)
 	}
-	return wire{call: run, parts: parts}
+	return args, parts
+}
+
+// packRenewals packs a run of owner_renewals.lua for owner renewals
+// (owner.renewal without an announcement: one key; token and TTL): the
+// leases grouped by TTL, each group its TTL, its size, its keys and its
+// tokens, the groups in the order of their first lease. On a single Redis
+// the run reads each group's keys with one MGET.
+func packRenewals(calls []scriptCall, parts []int, single bool) ([]any, []int) {
+	mode := "0"
+	if single {
+		mode = "1"
+	}
+	args := append(make([]any, 0, 3+2*len(parts)), mode)
+	order := make([]int, 0, len(parts))
+	taken := make([]bool, len(parts))
+	for len(order) < len(parts) {
+		var ttl any
+		var group []int
+		for j, i := range parts {
+			if !taken[j] && (group == nil || calls[i].args[1] == ttl) {
+				ttl, taken[j] = calls[i].args[1], true
+				group = append(group, i)
+			}
+		}
+		args = append(args, ttl, len(group))
+		for _, i := range group {
+			args = append(args, calls[i].keys[0])
+		}
+		for _, i := range group {
+			args = append(args, calls[i].args[0])
+		}
+		order = append(order, group...)
+	}
+	return args, order
 }
 
 // split gives each call a batched run carried its own command, from the

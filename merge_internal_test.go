@@ -42,8 +42,8 @@ func renewals(prefix string, n int, ttl time.Duration) []scriptCall {
 
 // A batch of renewals goes as runs of the batched script, at most
 // mergeMax calls each, and every call gets the reply it would have had
-// alone: extended, not the holder's, or its own Redis error, which stops
-// none of the others.
+// alone: extended to its own TTL, not the holder's, or its own Redis
+// error, which stops none of the others.
 func TestMergedCallsReplyEachAsAlone(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -51,6 +51,9 @@ func TestMergedCallsReplyEachAsAlone(t *testing.T) {
 	rdb.AddHook(runs.hook())
 	const n = 2*mergeMax + 5
 	calls := renewals("owner/", n, time.Minute)
+	for i := 0; i < n; i += 4 { // a run carries leases of two TTLs
+		calls[i] = owner{key: fmt.Sprint("owner/", i)}.renewal(fmt.Sprint("tok", i), 2*time.Minute)
+	}
 	for i := range n {
 		switch i % 3 {
 		case 0: // held by its token
@@ -73,8 +76,12 @@ func TestMergedCallsReplyEachAsAlone(t *testing.T) {
 			if !ok || err != nil {
 				t.Fatalf("call %d (held) = %v, %v; want extended", i, ok, err)
 			}
-			if ttl := rdb.PTTL(ctx, key).Val(); ttl < 50*time.Second {
-				t.Fatalf("%s has TTL %v after its renewal, want about 1m", key, ttl)
+			want := time.Minute
+			if i%4 == 0 {
+				want = 2 * time.Minute
+			}
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl < want-10*time.Second || ttl > want {
+				t.Fatalf("%s has TTL %v after its renewal, want about %v", key, ttl, want)
 			}
 		case 1:
 			if ok || err != nil {
@@ -135,7 +142,8 @@ func TestMergedRunsOutOfMemory(t *testing.T) {
 }
 
 // On a Cluster a batch goes as one run per master (keys of many slots
-// each) and every call is answered.
+// each, read with a GET each) and every call is answered: extended, or
+// not the holder's (another's, or gone).
 func TestMergedRunsOnCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
@@ -144,19 +152,28 @@ func TestMergedRunsOnCluster(t *testing.T) {
 	const n = 60
 	calls := renewals("cl/", n, time.Minute)
 	for i := range n {
-		if err := rdb.Set(ctx, fmt.Sprint("cl/", i), fmt.Sprintf("tok%d 1 0  ", i), time.Second).Err(); err != nil {
+		v := fmt.Sprintf("tok%d 1 0  ", i)
+		if i%3 == 1 {
+			v = "other 1 0  "
+		}
+		if err := rdb.Set(ctx, fmt.Sprint("cl/", i), v, time.Second).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	runs.runs.Store(0)
 	sendAll(ctx, rdb, calls) // loads the script on every master
+	for i := 2; i < n; i += 3 {
+		rdb.Del(ctx, fmt.Sprint("cl/", i)) // gone
+	}
 	runs.runs.Store(0)
 	for i, cmd := range sendAll(ctx, rdb, calls) {
-		if ok, err := cmd.Bool(); !ok || err != nil {
-			t.Fatalf("renewal %d = %v, %v; want extended", i, ok, err)
+		ok, err := cmd.Bool()
+		if err != nil || ok != (i%3 == 0) {
+			t.Fatalf("renewal %d = %v, %v; want %v", i, ok, err, i%3 == 0)
 		}
-		if ttl := rdb.PTTL(ctx, fmt.Sprint("cl/", i)).Val(); ttl < 50*time.Second {
-			t.Fatalf("cl/%d has TTL %v after its renewal, want about 1m", i, ttl)
+		ttl := rdb.PTTL(ctx, fmt.Sprint("cl/", i)).Val()
+		if i%3 == 0 && ttl < 50*time.Second || i%3 == 1 && ttl > time.Second {
+			t.Fatalf("cl/%d has TTL %v after its renewal, want about 1m when its own, else under 1s", i, ttl)
 		}
 	}
 	if got := runs.runs.Load(); got != 3 {
@@ -189,7 +206,7 @@ func TestMergedCallOnAnotherNodeGoesAlone(t *testing.T) {
 	if len(elsewhere) == 0 || len(elsewhere) == len(calls) {
 		t.Fatalf("%d of %d keys on other nodes: want some", len(elsewhere), len(calls))
 	}
-	w := batchWire(batchOf[ownerRefresh], calls, parts)
+	w := batchWire(batchOf[ownerRefresh], calls, parts, false)
 	cmds := make([]*redis.Cmd, len(calls))
 	alone := split(sendEach(ctx, rdb, []scriptCall{w.call})[0], w.parts, cmds)
 	if len(alone) != len(elsewhere) {
@@ -215,7 +232,7 @@ func TestBatchedScriptsLoad(t *testing.T) {
 		t.Fatal("no script is sent in batches")
 	}
 	for s, batched := range batchOf {
-		if err := batched.Load(context.Background(), rdb).Err(); err != nil {
+		if err := batched.s.Load(context.Background(), rdb).Err(); err != nil {
 			t.Errorf("the batched form of %s does not load: %v", s.Hash(), err)
 		}
 	}

@@ -25,8 +25,14 @@ type owner struct {
 	announce []any
 }
 
+// renewal extends tok's lease to ttl. An Election's (which announces a
+// lease brought nearer its end) goes alone, the others in lean batched
+// runs (owner_renewals.lua).
 func (o owner) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{ownerRefresh, []string{o.key}, append([]any{tok, millis(ttl)}, o.announce...)}
+	if o.announce != nil {
+		return scriptCall{electRefresh, []string{o.key}, append([]any{tok, millis(ttl)}, o.announce...)}
+	}
+	return scriptCall{ownerRefresh, []string{o.key}, []any{tok, millis(ttl)}}
 }
 
 func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {

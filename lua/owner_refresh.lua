@@ -1,5 +1,6 @@
 -- owner_refresh.lua: extend the lease if the token still holds the lock.
--- Batched form: owner_refreshes.lua.
+-- Batched form: owner_renewals.lua (not for an Election, whose renewals go
+-- alone).
 -- KEYS[1]  the lock's owner key (Mutex, FairMutex, Election; see
 --          lib/owner.lua)
 -- ARGV[1]  token of the lease

@@ -1,5 +1,6 @@
--- batch.lua: the runs of a batched script, which do the work of many
--- calls of one script (see merge.go). Its ARGV holds, for each call in
+-- batch.lua: the runs of a batched script packed call by call (packCalls
+-- in merge.go; owner_renewals.lua is packed its own way), which do the
+-- work of many calls of one script. Its ARGV holds, for each call in
 -- turn, the number of its keys, the number of its arguments, its keys and
 -- its arguments; its KEYS, the first call's first key, which routes the
 -- run on Redis Cluster. On a Cluster its calls' keys lie in any slots of
