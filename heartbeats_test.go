@@ -180,8 +180,17 @@ return out`
 			}
 			cancelC, gotC := queued(1)
 			check("a waiter queued anew")
+			// An operator deletes the queue alone; the next join makes it
+			// anew, with the others' expiry.
+			if err := rdb.Del(ctx, ks[0]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			cancelD, gotD := queued(1)
+			check("the queue made anew by a join, its other keys alive")
 			cancelC()
+			cancelD()
 			<-gotC
+			<-gotD
 			mustUnlock(t, held)
 		})
 	}

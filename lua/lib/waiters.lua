@@ -91,7 +91,7 @@ local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_onl
     redis.call('HSET', wmeta, tok, meta)
   end
   redis.call('ZADD', alive, int(math.floor(now / 1000) + live_ms), tok)
-  extend_queue(queue, alive, wmeta, live_ms)
+  extend_queue(queue, alive, wmeta, live_ms, not last)
   return true
 end
 
@@ -109,12 +109,15 @@ end
 
 -- extend_queue makes the three keys of a queue live 2 * live_ms, past the
 -- liveness deadline of every waiter in it, when they would end sooner
--- than live_ms from now: so that most joins and heartbeats write none of
--- them. The keys change together (the same tokens go in and out of all
--- three, and their expiries are set here alone), so the liveness key's
--- TTL is theirs: -1 when they were just made, -2 when there are none.
-local function extend_queue(queue, alive, wmeta, live_ms)
-  if redis.call('PTTL', alive) >= live_ms then
+-- than live_ms from now, or when made is set (the queue was empty: a join
+-- just made it): so that most joins and heartbeats write none of them.
+-- The keys change together (the same tokens go in and out of all three,
+-- and their expiries are set here alone), so the liveness key's TTL is
+-- theirs: -1 when they were just made, -2 when there are none. A queue
+-- made anew while the others lived on (an operator deleted it alone) is
+-- given their expiry at once, not left without one.
+local function extend_queue(queue, alive, wmeta, live_ms, made)
+  if not made and redis.call('PTTL', alive) >= live_ms then
     return
   end
   local twice = int(2 * live_ms)
