@@ -36,7 +36,7 @@ func sendAll(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall)
 		if w := wires[i]; w.parts == nil {
 			cmds[w.one] = cmd
 		} else {
-			refused = append(refused, split(cmd, w.parts, cmds)...)
+			refused = append(refused, split(cmd, w, cmds)...)
 		}
 	}
 	if len(refused) > 0 {

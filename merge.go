@@ -15,34 +15,105 @@ const mergeMax = 100
 
 // batchOf maps each script whose calls go in batches (see sendAll) to its
 // batched form: a script whose one run does the work of many calls. Only
-// the hot ones have one: a held lease's renewal and a queued waiter's
-// heartbeat.
+// the hot ones have one: a held lease's renewal (owner_renewals.lua) and
+// a queued waiter's heartbeat (queue_beats.lua).
 var batchOf = map[*redis.Script]batchForm{}
 
-// batchForm is a batched script and how a run of it carries its calls:
-// pack returns the run's ARGV for the calls at parts, and the order in
-// which the run replies to them. single is true on a single Redis (not a
-// Cluster), where a run may read its keys with one command.
+// batchForm is a batched script and how a run of it carries its calls.
+// Each call's first key is the owner key of a lock, which a run reads
+// (see pack); tail appends what else of the call the run needs, and
+// unpack turns the run's reply into the replies of its n calls, each as
+// the call alone would have had it.
 type batchForm struct {
-	s    *redis.Script
-	pack func(calls []scriptCall, parts []int, single bool) (args []any, order []int)
+	s      *redis.Script
+	tail   func(args []any, c scriptCall) []any
+	unpack func(reply []any, n int) ([]any, error)
 }
 
-// loadBatched loads the script name and its batched form, batched, whose
-// runs are packed by pack.
-func loadBatched(name, batched string, pack func([]scriptCall, []int, bool) ([]any, []int)) *redis.Script {
+// loadBatched loads the script name and its batched form (see batchForm).
+func loadBatched(name, batched string, tail func([]any, scriptCall) []any, unpack func([]any, int) ([]any, error)) *redis.Script {
 	s := lua.MustLoad(name)
-	batchOf[s] = batchForm{lua.MustLoad(batched), pack}
+	batchOf[s] = batchForm{lua.MustLoad(batched), tail, unpack}
 	return s
+}
+
+// pack returns the ARGV of a run carrying the calls at parts, and the
+// order in which the run replies to them: the calls grouped by their
+// second argument (a TTL, a liveness timeout), each group that argument
+// once, its size, its calls' owner keys (which the run reads with one
+// MGET), and their tails; the groups in the order of their first call.
+func (f batchForm) pack(calls []scriptCall, parts []int) ([]any, []int) {
+	args := make([]any, 0, 2+len(parts)*2)
+	order := make([]int, 0, len(parts))
+	taken := make([]bool, len(parts))
+	for len(order) < len(parts) {
+		var by any
+		var group []int
+		for j, i := range parts {
+			if !taken[j] && (group == nil || calls[i].args[1] == by) {
+				by, taken[j] = calls[i].args[1], true
+				group = append(group, i)
+			}
+		}
+		args = append(args, by, len(group))
+		for _, i := range group {
+			args = append(args, calls[i].keys[0])
+		}
+		for _, i := range group {
+			args = f.tail(args, calls[i])
+		}
+		order = append(order, group...)
+	}
+	return args, order
+}
+
+// renewalTail is what a run of owner_renewals.lua needs of a renewal
+// (owner.renewal without an announcement) besides its owner key: its
+// token.
+func renewalTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
+
+// beatTail is what a run of queue_beats.lua needs of a queued waiter's
+// heartbeat (queued.tryScript) besides its owner key: the queue's three
+// keys and the waiter's token.
+func beatTail(args []any, c scriptCall) []any {
+	return append(args, c.keys[2], c.keys[3], c.keys[4], c.args[0])
+}
+
+// unpackEach reads a run's reply that is already a reply per call.
+func unpackEach(reply []any, n int) ([]any, error) {
+	if len(reply) != n {
+		return nil, errBadReply
+	}
+	return reply, nil
+}
+
+// unpackBeats reads the flat reply of a run of queue_beats.lua, {now,
+// then wait and fence per call}, into the reply of each heartbeat alone
+// (queue_beat.lua): {0, wait, fence, now}, or its error.
+func unpackBeats(reply []any, n int) ([]any, error) {
+	if len(reply) != 1+2*n {
+		return nil, errBadReply
+	}
+	now, out := reply[0], make([]any, n)
+	for i := range out {
+		wait, fence := reply[1+2*i], reply[2+2*i]
+		if e, failed := wait.([]any); failed {
+			out[i] = e
+			continue
+		}
+		out[i] = []any{int64(0), wait, fence, now}
+	}
+	return out, nil
 }
 
 // wire is what a batch sends to Redis for some of its calls: one call
 // alone (parts nil: the call at one), or a run of a script's batched form
 // that carries the calls at parts.
 type wire struct {
-	call  scriptCall
-	one   int
-	parts []int
+	call   scriptCall
+	one    int
+	parts  []int
+	unpack func(reply []any, n int) ([]any, error) // the run's (see batchForm)
 }
 
 // merge turns a batch of calls into the fewest script runs: the calls of
@@ -74,7 +145,7 @@ func merge(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [
 		idx := groups[g]
 		for len(idx) > 0 {
 			n := min(len(idx), mergeMax)
-			wires = append(wires, batchWire(batchOf[g.s], calls, idx[:n], g.node == nil))
+			wires = append(wires, batchWire(batchOf[g.s], calls, idx[:n]))
 			idx = idx[n:]
 		}
 	}
@@ -99,82 +170,30 @@ func nodeOf(ctx context.Context, rdb redis.UniversalClient, keys []string) (*red
 }
 
 // batchWire is one run of batched carrying the calls at parts, or the call
-// alone when it is the only one; single as for batchForm.pack.
-func batchWire(batched batchForm, calls []scriptCall, parts []int, single bool) wire {
+// alone when it is the only one.
+func batchWire(batched batchForm, calls []scriptCall, parts []int) wire {
 	if len(parts) == 1 {
 		return wire{call: calls[parts[0]], one: parts[0]}
 	}
-	args, order := batched.pack(calls, parts, single)
-	return wire{call: scriptCall{s: batched.s, keys: calls[order[0]].keys[:1], args: args}, parts: order}
+	args, order := batched.pack(calls, parts)
+	run := scriptCall{s: batched.s, keys: calls[order[0]].keys[:1], args: args}
+	return wire{call: run, parts: order, unpack: batched.unpack}
 }
 
-// packCalls packs a run of a batched form written with each_call
-// (lua/lib/batch.lua): for each call in turn, the number of its keys, the
-// number of its arguments, its keys and its arguments.
-func packCalls(calls []scriptCall, parts []int, _ bool) ([]any, []int) {
-	size := 0
-	for _, i := range parts {
-		size += 2 + len(calls[i].keys) + len(calls[i].args)
-	}
-	args := make([]any, 0, size)
-	for _, i := range parts {
-		c := calls[i]
-		args = append(args, len(c.keys), len(c.args))
-		for _, k := range c.keys {
-			args = append(args, k)
-		}
-		args = append(args, c.args...)
-	}
-	return args, parts
-}
-
-// packRenewals packs a run of owner_renewals.lua for owner renewals
-// (owner.renewal without an announcement: one key; token and TTL): the
-// leases grouped by TTL, each group its TTL, its size, its keys and its
-// tokens, the groups in the order of their first lease. On a single Redis
-// the run reads each group's keys with one MGET.
-func packRenewals(calls []scriptCall, parts []int, single bool) ([]any, []int) {
-	mode := "0"
-	if single {
-		mode = "1"
-	}
-	args := append(make([]any, 0, 3+2*len(parts)), mode)
-	order := make([]int, 0, len(parts))
-	taken := make([]bool, len(parts))
-	for len(order) < len(parts) {
-		var ttl any
-		var group []int
-		for j, i := range parts {
-			if !taken[j] && (group == nil || calls[i].args[1] == ttl) {
-				ttl, taken[j] = calls[i].args[1], true
-				group = append(group, i)
-			}
-		}
-		args = append(args, ttl, len(group))
-		for _, i := range group {
-			args = append(args, calls[i].keys[0])
-		}
-		for _, i := range group {
-			args = append(args, calls[i].args[0])
-		}
-		order = append(order, group...)
-	}
-	return args, order
-}
-
-// split gives each call a batched run carried its own command, from the
-// run's reply, into cmds, and returns those that are to go alone: all of
-// them when Redis refused the run as a whole (it ran none: out of memory,
-// say), else those that found a key of theirs on another node (a slot on
-// the move).
-func split(run *redis.Cmd, parts []int, cmds []*redis.Cmd) (alone []int) {
+// split gives each call the batched run w carried its own command, from
+// the run's reply, into cmds, and returns those that are to go alone: all
+// of them when Redis refused the run as a whole (it ran none: out of
+// memory, say), else those that found a key of theirs on another node (a
+// slot on the move).
+func split(run *redis.Cmd, w wire, cmds []*redis.Cmd) (alone []int) {
+	parts := w.parts
 	replies, err := run.Slice()
 	var refused redis.Error
 	if errors.As(err, &refused) && err != redis.Nil {
 		return parts
 	}
-	if err == nil && len(replies) != len(parts) {
-		err = errBadReply
+	if err == nil {
+		replies, err = w.unpack(replies, len(parts))
 	}
 	for j, i := range parts {
 		if err != nil {
@@ -190,7 +209,8 @@ func split(run *redis.Cmd, parts []int, cmds []*redis.Cmd) (alone []int) {
 }
 
 // replyCmd is the command a call sent alone would have given for v, its
-// place in a batched run's reply (see each_call in lua/lib/batch.lua).
+// place in a batched run's reply: a call that failed there has
+// {'dlock:error', message}.
 func replyCmd(v any) *redis.Cmd {
 	if v == nil {
 		return redis.NewCmdResult(nil, redis.Nil)

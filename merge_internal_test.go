@@ -98,6 +98,43 @@ func TestMergedCallsReplyEachAsAlone(t *testing.T) {
 	}
 }
 
+// A batched run sets each lease's expiry later than the time it was sent
+// plus its TTL, from which its holder counts: a PEXPIREAT at or before
+// Redis' clock would delete the key at once, so an expiry at the run's
+// clock plus the TTL, rounded down to the millisecond, could end a lease
+// a run of the TTL's length later, before its holder's deadline.
+func TestMergedRenewalsEndAfterSentPlusTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	const n, ttl = 100, time.Minute
+	calls := renewals("exp/", n, ttl)
+	for i := range n {
+		rdb.Set(ctx, fmt.Sprint("exp/", i), fmt.Sprintf("tok%d 7 0  meta", i), time.Second)
+	}
+	sendAll(ctx, rdb, calls) // loads the script
+	for range 20 {
+		sent, err := rdb.Time(ctx).Result() // Redis' clock, before the send
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, cmd := range sendAll(ctx, rdb, calls) {
+			if ok, err := cmd.Bool(); !ok || err != nil {
+				t.Fatalf("renewal %d = %v, %v; want extended", i, ok, err)
+			}
+		}
+		for i := range n {
+			at, err := rdb.PExpireTime(ctx, fmt.Sprint("exp/", i)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end := sent.Add(ttl); !time.UnixMilli(int64(at / time.Millisecond)).After(end) {
+				t.Fatalf("lease %d expires at %v; want after %v, its send time plus its TTL", i, time.UnixMilli(int64(at/time.Millisecond)), end)
+			}
+		}
+	}
+}
+
 // A batched run that Redis refused as a whole (it ran none of its calls)
 // sends them all alone.
 func TestMergedRunRefusedGoesAlone(t *testing.T) {
@@ -108,7 +145,7 @@ func TestMergedRunRefusedGoesAlone(t *testing.T) {
 		t.Fatalf("an unknown command gave %v, want Redis' error", refused)
 	}
 	parts := []int{0, 1, 2}
-	if alone := split(redis.NewCmdResult(nil, refused), parts, make([]*redis.Cmd, 3)); len(alone) != 3 {
+	if alone := split(redis.NewCmdResult(nil, refused), wire{parts: parts, unpack: unpackEach}, make([]*redis.Cmd, 3)); len(alone) != 3 {
 		t.Errorf("a refused run sends %v alone, want all of %v", alone, parts)
 	}
 }
@@ -181,6 +218,35 @@ func TestMergedRunsOnCluster(t *testing.T) {
 	}
 }
 
+// On a Cluster a batch of heartbeats goes as one run per master, and each
+// waiter's heartbeat is answered as alone: a refusal that renewed its
+// place, or a try_now when its lock was handed to it or is free for it.
+func TestMergedBeatsOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb, runs := cl.Client(t), &scriptRuns{}
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs.hook()) })
+	const n = 30
+	_, _, beats := heldAndWaitingOn(t, func() redis.UniversalClient { return cl.Client(t) }, "clbeat", n)
+	sendAll(ctx, rdb, beats) // loads the script on every master
+	for i := 0; i < n; i += 3 {
+		rdb.Del(ctx, beats[i].keys[0]) // its holder gone: free for it
+	}
+	runs.runs.Store(0)
+	for i, cmd := range sendAll(ctx, rdb, beats) {
+		r, err := parseAttempt(cmd.Result())
+		if err != nil || r.ok || r.at == 0 {
+			t.Fatalf("heartbeat %d = %+v, %v; want a refusal dated by the server", i, r, err)
+		}
+		if free := i%3 == 0; free != (r.wait == 0) || !free && (r.wait != -1 || r.holder == 0) {
+			t.Fatalf("heartbeat %d = %+v; want try_now when free, else a wait only for a wake-up (no expiry) behind a fence", i, r)
+		}
+	}
+	if got := runs.runs.Load(); got != 3 {
+		t.Errorf("%d heartbeats on 3 masters went as %d script runs, want 3", n, got)
+	}
+}
+
 // A call in a batched run whose key lies on another node than the run
 // (its slot moved after the batch was grouped) fails alone with Redis'
 // "non local key" error, and split sends it alone, while the run's other
@@ -206,9 +272,9 @@ func TestMergedCallOnAnotherNodeGoesAlone(t *testing.T) {
 	if len(elsewhere) == 0 || len(elsewhere) == len(calls) {
 		t.Fatalf("%d of %d keys on other nodes: want some", len(elsewhere), len(calls))
 	}
-	w := batchWire(batchOf[ownerRefresh], calls, parts, false)
+	w := batchWire(batchOf[ownerRefresh], calls, parts)
 	cmds := make([]*redis.Cmd, len(calls))
-	alone := split(sendEach(ctx, rdb, []scriptCall{w.call})[0], w.parts, cmds)
+	alone := split(sendEach(ctx, rdb, []scriptCall{w.call})[0], w, cmds)
 	if len(alone) != len(elsewhere) {
 		t.Errorf("split sends %v alone, want the %d calls on other nodes", alone, len(elsewhere))
 	}
@@ -245,8 +311,14 @@ func TestBatchedScriptsLoad(t *testing.T) {
 // had a script of its own) and their heartbeats.
 func heldAndWaiting(tb testing.TB, srv *redistest.Server, prefix string, n int) (renewals, tries, beats []scriptCall) {
 	tb.Helper()
+	return heldAndWaitingOn(tb, func() redis.UniversalClient { return srv.Client(tb) }, prefix, n)
+}
+
+// heldAndWaitingOn is heldAndWaiting on the clients client makes.
+func heldAndWaitingOn(tb testing.TB, client func() redis.UniversalClient, prefix string, n int) (renewals, tries, beats []scriptCall) {
+	tb.Helper()
 	ctx := context.Background()
-	c, holders := New(srv.Client(tb)), New(srv.Client(tb))
+	c, holders := New(client()), New(client())
 	tb.Cleanup(func() { c.Close(); holders.Close() })
 	for i := range n {
 		l, err := c.Mutex(fmt.Sprintf("%s-held/%d", prefix, i), WithTTL(time.Minute)).TryLock(ctx)

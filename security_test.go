@@ -268,7 +268,8 @@ func TestACLRulesCoverScripts(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}
-	call := regexp.MustCompile(`redis\.call\('([A-Z]+)'`)
+	// redis.call, redis.pcall, and a local alias of either (call, pcall).
+	call := regexp.MustCompile(`(?:redis\.)?p?call\('([A-Z]+)'`)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {

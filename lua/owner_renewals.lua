@@ -1,36 +1,40 @@
 -- owner_renewals.lua: owner_refresh.lua (without an announcement) for
--- many leases in one run, packed lean (see packRenewals in merge.go): no
+-- many leases in one run, packed lean (see batchForm.pack in merge.go): no
 -- counts per call, and per group of leases that share a TTL, one expiry
--- time, computed once, and on a single Redis one MGET for their keys. A
--- renewal costs Redis its PEXPIREAT (which, unlike PEXPIRE, Redis keeps
--- as sent) and its share of the rest. The loop calls no Lua function of
--- its own and makes no string: each costs Redis about a tenth of what a
--- command does.
+-- time, computed once, and one MGET for their keys (a GET each where MGET
+-- is refused: on a Cluster, whose runs have keys of many slots). A
+-- renewal costs Redis its PEXPIREAT (which, unlike PEXPIRE, Redis does
+-- not rewrite for its replicas) and its share of the rest. The loop calls
+-- no Lua function of its own and makes no string: each costs Redis about
+-- a tenth of what a command does.
 -- KEYS[1]  the first lease's owner key (it routes the run on a Cluster)
--- ARGV[1]  '1': read the owner keys with one MGET per group (a single
---          Redis); '0': with a GET each (a Cluster, where a run's keys
---          lie in many slots of its node, which MGET may not span)
--- ARGV     then groups of leases that share a TTL, each: the new TTL in
+-- ARGV     groups of leases that share a TTL, each: the new TTL in
 --          milliseconds, the number n of its leases, their n owner keys,
 --          their n tokens (in the same order)
 -- Returns  the leases' replies in order, each owner_refresh.lua's (1
 --          when extended, 0 when the token no longer held it), or
---          {'dlock:error', message} when reading its key failed, as
---          each_call (lib/batch.lua) gives a failed call
+--          {'dlock:error', message} when reading its key failed (see
+--          replyCmd in merge.go); an error of PEXPIREAT fails the run,
+--          whose calls then go alone
 local call, find, byte = redis.call, string.find, string.byte
 local out, o = {}, 0
-local mget = ARGV[1] == '1'
-local now = time_ms()
-local a = 2
+-- The expiry is the clock read now, before any lease's key, plus the TTL,
+-- plus the millisecond TIME's floor drops: so it is later than the
+-- renewal's send time plus its TTL, which is when its holder counts its
+-- lease out. (A PEXPIREAT at or before Redis' clock deletes the key at
+-- once, as the lease's end: never before the holder's deadline so.)
+local now = time_ms() + 1
+local a = 1
 while a <= #ARGV do
-  -- Expiring at now + TTL, now read before any lease's key, ends no lease
-  -- sooner than its holder counts: from before it sent the renewal.
   local at, n = int(now + tonumber(ARGV[a])), tonumber(ARGV[a + 1])
   local k, t = a + 2, a + 2 + n -- the group's first key, first token
-  local vals = mget and call('MGET', unpack(ARGV, k, t - 1))
+  local vals = redis.pcall('MGET', unpack(ARGV, k, t - 1))
+  if vals.err then
+    vals = {} -- MGET spans one slot on a Cluster: a GET each
+  end
   for i = 0, n - 1 do
     local key, tok = ARGV[k + i], ARGV[t + i]
-    local v = mget and vals[i + 1]
+    local v = vals[i + 1]
     if not v then
       -- GET tells a missing key from one that is not a string (MGET
       -- reads both as nil; a renewal alone fails on the latter), and on

@@ -8,4 +8,6 @@
 --          holder's fence (as a decimal string, which costs Redis less
 --          than a number), server time in µs}, or try_now's {0, 0, 0,
 --          server time in µs}
-return beat_queue(KEYS[1], KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_us())
+local now = now_us()
+local wait, fence = beat_queue(KEYS[1], redis.call('GET', KEYS[1]), KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), math.floor(now / 1000))
+return {0, wait, fence, now}

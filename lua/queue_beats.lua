@@ -1,14 +1,50 @@
--- queue_beats.lua: queue_beat.lua for many waiters in one run (see
--- lib/batch.lua), all at one server time.
--- KEYS[1]  the first call's owner key
--- ARGV     the calls, each with queue_beat.lua's KEYS and ARGV
--- Returns  the list of the calls' replies (queue_beat.lua's), in order
+-- queue_beats.lua: queue_beat.lua for many waiters in one run, all at one
+-- server time, packed lean (see batchForm.pack in merge.go): no counts
+-- per call, no unused key, the liveness timeout once per group of waiters
+-- that share it, the owner keys of a group read with one MGET (a GET
+-- each where MGET is refused: on a Cluster, whose runs have keys of many
+-- slots), and a flat reply (a list per call would cost Redis a table
+-- reply each, about what two commands do).
+-- KEYS[1]  the first waiter's owner key (it routes the run on a Cluster)
+-- ARGV     groups of waiters that share a liveness timeout, each:
+--          the timeout in ms, the number n of its waiters, their n owner
+--          keys, then for each waiter in the same order its queue,
+--          liveness and waiter metadata keys and its token
+-- Returns  {server time in µs, then for each waiter in order the two
+--          values beat_queue returns (the ms to wait, the holder's fence;
+--          0, 0 for try_now)}; a waiter whose heartbeat failed has
+--          {'dlock:error', message}, false in their place, and the others
+--          still run
 local now = now_us()
--- Every waiter of a client has the same liveness timeout: read it once.
-local live, live_ms
-return each_call(function(k)
-  if ARGV[k + 6] ~= live then
-    live, live_ms = ARGV[k + 6], tonumber(ARGV[k + 6])
+local now_ms = math.floor(now / 1000)
+local out, o = {now}, 1
+local a = 1
+while a <= #ARGV do
+  local live, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local k, w = a + 2, a + 2 + n -- the group's first owner key, first waiter
+  local vals = redis.pcall('MGET', unpack(ARGV, k, w - 1))
+  if vals.err then
+    vals = {} -- MGET spans one slot on a Cluster: a GET each
   end
-  return beat_queue(ARGV[k], ARGV[k + 2], ARGV[k + 3], ARGV[k + 4], ARGV[k + 5], live_ms, now)
-end)
+  for i = 0, n - 1 do
+    local owner, j = ARGV[k + i], w + 4 * i
+    local v = vals[i + 1]
+    if not v then
+      -- GET tells a free lock from an owner key that is not a string
+      -- (MGET reads both as nil), and on a Cluster finds a key on
+      -- another node (the call then goes alone).
+      v = redis.pcall('GET', owner)
+    end
+    local ok, wait, fence = false, v
+    if type(v) ~= 'table' then
+      ok, wait, fence = pcall(beat_queue, owner, v, ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], live, now_ms)
+    end
+    if not ok then
+      wait, fence = {'dlock:error', type(wait) == 'table' and wait.err or tostring(wait)}, false
+    end
+    out[o + 1], out[o + 2] = wait, fence
+    o = o + 2
+  end
+  a = w + 4 * n
+end
+return out

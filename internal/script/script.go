@@ -5,9 +5,9 @@
 // scripts share live in lib/*.lua, one file per family (clock and fences,
 // owner hashes, waiter queues, read shares, mutex sets), each a series of
 // `local function` definitions with their comments. Load gives a script
-// exactly the helpers it calls, directly or through other helpers, each
-// defined before its first use: a script carries only what it uses, and a
-// helper is written once.
+// exactly the helpers it uses (calls, or passes as a value), directly or
+// through other helpers, each defined before its first use: a script
+// carries only what it uses, and a helper is written once.
 //
 // Defining a helper costs Redis time on every call (Lua makes a closure
 // each time the definition runs), so a script whose common path returns
@@ -221,32 +221,47 @@ func parseLib(file, src string) ([]Helper, error) {
 	return out, nil
 }
 
-// called returns the names Lua code calls, comments aside: every name
-// followed by "(" that is not a field or method (a.b(), a:b()).
+// called returns the names Lua code uses, comments and string literals
+// aside: every name that is not a field or method (a.b, a:b). A helper is
+// used when called, and when passed as a value (pcall(helper, ...)).
 func called(code string) map[string]bool {
 	names := map[string]bool{}
 	for line := range strings.Lines(code) {
-		line, _, _ = strings.Cut(line, "--")
 		for i := 0; i < len(line); {
-			if !isNameStart(line[i]) {
+			switch c := line[i]; {
+			case c == '-' && strings.HasPrefix(line[i:], "--"):
+				i = len(line)
+			case c == '\'' || c == '"':
+				i = endOfString(line, i)
+			case isNameStart(c):
+				j := i
+				for j < len(line) && (isNameStart(line[j]) || line[j] >= '0' && line[j] <= '9') {
+					j++
+				}
+				if i == 0 || line[i-1] != '.' && line[i-1] != ':' {
+					names[line[i:j]] = true
+				}
+				i = j
+			default:
 				i++
-				continue
 			}
-			j := i
-			for j < len(line) && (isNameStart(line[j]) || line[j] >= '0' && line[j] <= '9') {
-				j++
-			}
-			k := j
-			for k < len(line) && line[k] == ' ' {
-				k++
-			}
-			if k < len(line) && line[k] == '(' && (i == 0 || line[i-1] != '.' && line[i-1] != ':') {
-				names[line[i:j]] = true
-			}
-			i = j
 		}
 	}
 	return names
+}
+
+// endOfString returns the index just past the quoted string that starts at
+// line[i], or the line's end.
+func endOfString(line string, i int) int {
+	for j := i + 1; j < len(line); j++ {
+		switch line[j] {
+		case '\\':
+			j++
+		case line[i]:
+			return j + 1
+		}
+	}
+	return len(line)
 }
 
 func isNameStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

@@ -42,6 +42,22 @@ func TestSourceCarriesOnlyTheHelpersItCallsEachBeforeItsUse(t *testing.T) {
 	}
 }
 
+func TestSourceCarriesAHelperPassedAsAValueNotOneNamedInAString(t *testing.T) {
+	fsys := withScript("s.lua", header+"local ok, v = pcall(c)\nreturn redis.call('d', \"a \\\" b\", v)\n")
+	src, err := Source(fsys, "s.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(src, "local function c()") {
+		t.Errorf("source lacks c, which it passes to pcall:\n%s", src)
+	}
+	for _, unused := range []string{"local function a()", "local function b()", "local function d(n)"} {
+		if strings.Contains(src, unused) {
+			t.Errorf("source carries %q, named only in strings:\n%s", unused, src)
+		}
+	}
+}
+
 func TestSourceDefinesHelpersAtTheMarkWhenOnlyTheRestNeedsThem(t *testing.T) {
 	fast, slow := "if KEYS[1] then return a() end\n", "return b() + d(1)\n"
 	src, err := Source(withScript("s.lua", header+fast+HelpersMark+"\n"+slow), "s.lua")

@@ -127,19 +127,20 @@ local function extend_queue(queue, alive, wmeta, live_ms, made)
 end
 
 -- beat_queue is the heartbeat of tok, a waiter queued for the lock whose
--- owner key and queue keys are given, at now (µs): it renews the waiter's
--- place (see keep_place) and tells it when to try unasked, as a refused
--- try would (the holder's lease now runs out then: a holder that keeps
--- renewing wakes no waiter). It takes nothing and touches no lease, so
--- one that arrives late (sent in a batch before its waiter took the lock
--- or left) changes nothing, but pruning the dead ahead of a free lock.
--- When a try would do more (the lock was handed to tok, or is free for
--- it, or tok is queued no more) it replies try_now, and the waiter tries.
-local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
-  local now_ms = math.floor(now / 1000)
-  local holder, fence = peek_owner(owner)
+-- owner key (holding v, as read; false: free) and queue keys are given,
+-- at now_ms: it renews the waiter's place (see keep_place) and tells it
+-- when to try unasked, as a refused try would (the holder's lease now
+-- runs out then: a holder that keeps renewing wakes no waiter). It takes
+-- nothing and touches no lease, so one that arrives late (sent in a
+-- batch before its waiter took the lock or left) changes nothing, but
+-- pruning the dead ahead of a free lock. It returns the ms to wait
+-- (-1: only when woken) and the holder's fence (a decimal string; 0 when
+-- free); 0, 0 (see try_now) when a try would do more: the lock was
+-- handed to tok, or is free for it, or tok is queued no more.
+local function beat_queue(owner, v, queue, alive, wmeta, tok, live_ms, now_ms)
+  local holder, fence = holder_of(v)
   if holder == tok then
-    return try_now(now)
+    return 0, 0
   end
   local wait
   if not holder then
@@ -149,20 +150,21 @@ local function beat_queue(owner, queue, alive, wmeta, tok, live_ms, now)
     head = live_first(queue, alive, wmeta, head, order, now_ms)
     wait = head and head ~= tok and tonumber(redis.call('ZSCORE', alive, head) or '0') - now_ms
     if not wait or wait <= 0 then
-      return try_now(now)
+      return 0, 0
     end
   end
   if not keep_place(queue, alive, wmeta, tok, now_ms, live_ms) then
-    return try_now(now)
+    return 0, 0
   end
-  return {0, wait or redis.call('PTTL', owner), fence or 0, now}
+  return wait or redis.call('PTTL', owner), fence or 0
 end
 
--- try_now is the reply of a waiter's heartbeat (beat_queue, or a try
--- script asked only to renew the waiter's place, never to take the lock
--- or join the queue) when a try would do more: the lock is free for the
--- waiter to take, was handed to it, or it is queued no more. It reads as a refusal whose
--- wait is over at once, from an unknown holder.
+-- try_now is the reply of a waiter's heartbeat (a try script asked only
+-- to renew the waiter's place, never to take the lock or join the queue;
+-- beat_queue's 0, 0 is the same) when a try would do more: the lock is
+-- free for the waiter to take, was handed to it, or it is queued no more.
+-- It reads as a refusal whose wait is over at once, from an unknown
+-- holder.
 local function try_now(now)
   return {0, 0, 0, now}
 end
