@@ -4,10 +4,12 @@
 --          [3] queue, [4] liveness, [5] waiter metadata
 -- ARGV[1]  the waiter's token
 -- ARGV[2]  waiter liveness timeout in ms
--- Returns  {0, ms the holder's lease has left (-1: no expiry), the
---          holder's fence (as a decimal string, which costs Redis less
---          than a number), server time in µs}, or try_now's {0, 0, 0,
---          server time in µs}
+-- Returns  {0, ms until it is worth trying again unasked (the holder's
+--          lease time left, -1: no expiry; when the lock is free, the
+--          liveness time left of the waiter ahead), the holder's fence
+--          (as a decimal string, which costs Redis less than a number; 0
+--          when free), server time in µs}, or try_now's {0, 0, 0, server
+--          time in µs}
 local now = now_us()
 local wait, fence = beat_queue(KEYS[1], redis.call('GET', KEYS[1]), KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), math.floor(now / 1000))
 return {0, wait, fence, now}

@@ -5,9 +5,9 @@
 // scripts share live in lib/*.lua, one file per family (clock and fences,
 // owner hashes, waiter queues, read shares, mutex sets), each a series of
 // `local function` definitions with their comments. Load gives a script
-// exactly the helpers it uses (calls, or passes as a value), directly or
-// through other helpers, each defined before its first use: a script
-// carries only what it uses, and a helper is written once.
+// exactly the helpers it calls (or passes to pcall), directly or through
+// other helpers, each defined before its first use: a script carries only
+// what it uses, and a helper is written once.
 //
 // Defining a helper costs Redis time on every call (Lua makes a closure
 // each time the definition runs), so a script whose common path returns
@@ -221,28 +221,41 @@ func parseLib(file, src string) ([]Helper, error) {
 	return out, nil
 }
 
-// called returns the names Lua code uses, comments and string literals
-// aside: every name that is not a field or method (a.b, a:b). A helper is
-// used when called, and when passed as a value (pcall(helper, ...)).
+// called returns the names Lua code calls, comments and string literals
+// aside: every name followed by "(" that is not a field or method (a.b(),
+// a:b()), and a function passed to pcall (pcall(f, ...)). Only calls
+// count, not every name, so that a local variable named like a helper
+// neither pulls it in nor orders the helpers wrongly.
 func called(code string) map[string]bool {
 	names := map[string]bool{}
 	for line := range strings.Lines(code) {
+		pcalled := false // the next name is pcall's function
 		for i := 0; i < len(line); {
 			switch c := line[i]; {
 			case c == '-' && strings.HasPrefix(line[i:], "--"):
 				i = len(line)
 			case c == '\'' || c == '"':
-				i = endOfString(line, i)
+				i, pcalled = endOfString(line, i), false
 			case isNameStart(c):
 				j := i
 				for j < len(line) && (isNameStart(line[j]) || line[j] >= '0' && line[j] <= '9') {
 					j++
 				}
-				if i == 0 || line[i-1] != '.' && line[i-1] != ':' {
+				k := j
+				for k < len(line) && line[k] == ' ' {
+					k++
+				}
+				field := i > 0 && (line[i-1] == '.' || line[i-1] == ':')
+				call := k < len(line) && line[k] == '(' && !field
+				if call || pcalled {
 					names[line[i:j]] = true
 				}
+				pcalled = call && line[i:j] == "pcall"
 				i = j
 			default:
+				if c != ' ' && c != '(' {
+					pcalled = false
+				}
 				i++
 			}
 		}

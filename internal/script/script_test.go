@@ -42,7 +42,7 @@ func TestSourceCarriesOnlyTheHelpersItCallsEachBeforeItsUse(t *testing.T) {
 	}
 }
 
-func TestSourceCarriesAHelperPassedAsAValueNotOneNamedInAString(t *testing.T) {
+func TestSourceCarriesAHelperPassedToPcallNotOneNamedInAString(t *testing.T) {
 	fsys := withScript("s.lua", header+"local ok, v = pcall(c)\nreturn redis.call('d', \"a \\\" b\", v)\n")
 	src, err := Source(fsys, "s.lua")
 	if err != nil {
@@ -55,6 +55,22 @@ func TestSourceCarriesAHelperPassedAsAValueNotOneNamedInAString(t *testing.T) {
 		if strings.Contains(src, unused) {
 			t.Errorf("source carries %q, named only in strings:\n%s", unused, src)
 		}
+	}
+}
+
+// A local variable named like a helper is no use of it: it neither pulls
+// the helper in nor puts it before the helpers that call it.
+func TestSourceIgnoresALocalNamedLikeAHelper(t *testing.T) {
+	fsys := withScript("s.lua", header+"local a, d = 1, 2\nreturn b() + a + d\n")
+	src, err := Source(fsys, "s.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(src, "local function d(n)") {
+		t.Errorf("source carries d, only a local's name:\n%s", src)
+	}
+	if a, b := strings.Index(src, "function a"), strings.Index(src, "function b"); a < 0 || a > b {
+		t.Errorf("a, which b calls, not defined before b:\n%s", src)
 	}
 }
 
