@@ -30,6 +30,15 @@ func (h *scriptRuns) count(cmd redis.Cmder) {
 	}
 }
 
+// clusterCountingRuns starts a Cluster and returns it with a client whose
+// script runs, on every master, runs counts.
+func clusterCountingRuns(t *testing.T) (*redistest.Cluster, *redis.ClusterClient, *scriptRuns) {
+	cl := redistest.StartCluster(t)
+	rdb, runs := cl.Client(t), &scriptRuns{}
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs.hook()) })
+	return cl, rdb, runs
+}
+
 // renewals are n calls of owner_refresh on keys named prefix0..prefixN,
 // each renewing token "tok<i>" to ttl.
 func renewals(prefix string, n int, ttl time.Duration) []scriptCall {
@@ -183,10 +192,8 @@ func TestMergedRunsOutOfMemory(t *testing.T) {
 // each, read with a GET each) and every call is answered: extended, or
 // not the holder's (another's, or gone).
 func TestMergedRunsOnCluster(t *testing.T) {
-	cl := redistest.StartCluster(t)
+	_, rdb, runs := clusterCountingRuns(t)
 	ctx := context.Background()
-	rdb, runs := cl.Client(t), &scriptRuns{}
-	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs.hook()) })
 	const n = 60
 	calls := renewals("cl/", n, time.Minute)
 	for i := range n {
@@ -223,10 +230,8 @@ func TestMergedRunsOnCluster(t *testing.T) {
 // waiter's heartbeat is answered as alone: a refusal that renewed its
 // place, or a try_now when its lock was handed to it or is free for it.
 func TestMergedBeatsOnCluster(t *testing.T) {
-	cl := redistest.StartCluster(t)
+	cl, rdb, runs := clusterCountingRuns(t)
 	ctx := context.Background()
-	rdb, runs := cl.Client(t), &scriptRuns{}
-	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(runs.hook()) })
 	const n = 30
 	_, _, beats := heldAndWaitingOn(t, func() redis.UniversalClient { return cl.Client(t) }, "clbeat", n)
 	sendAll(ctx, rdb, beats) // loads the script on every master

@@ -1,12 +1,9 @@
 -- owner_renewals.lua: owner_refresh.lua (without an announcement) for
 -- many leases in one run, packed lean (see batchForm.pack in merge.go): no
 -- counts per call, and per group of leases that share a TTL, one expiry
--- time, computed once, and one MGET for their keys (a GET each where MGET
--- is refused: on a Cluster, whose runs have keys of many slots). A
+-- time, computed once, and one read of their keys (see read_owners). A
 -- renewal costs Redis its PEXPIREAT (which, unlike PEXPIRE, Redis does
--- not rewrite for its replicas) and its share of the rest. The loop calls
--- no Lua function of its own and makes no string: each costs Redis about
--- a tenth of what a command does.
+-- not rewrite for its replicas) and its share of the rest.
 -- KEYS[1]  the first lease's owner key (it routes the run on a Cluster)
 -- ARGV     groups of leases that share a TTL, each: the new TTL in
 --          milliseconds, the number n of its leases, their n owner keys,
@@ -16,7 +13,6 @@
 --          {'dlock:error', message} when reading its key failed (see
 --          replyCmd in merge.go); an error of PEXPIREAT fails the run,
 --          whose calls then go alone
-local call, find, byte = redis.call, string.find, string.byte
 local out, o = {}, 0
 -- The expiry is the clock read now, before any lease's key, plus the TTL,
 -- plus the millisecond TIME's floor drops: so it is later than the
@@ -28,24 +24,15 @@ local a = 1
 while a <= #ARGV do
   local at, n = int(now + tonumber(ARGV[a])), tonumber(ARGV[a + 1])
   local k, t = a + 2, a + 2 + n -- the group's first key, first token
-  local vals = redis.pcall('MGET', unpack(ARGV, k, t - 1))
-  if vals.err then
-    vals = {} -- MGET spans one slot on a Cluster: a GET each
-  end
+  local vals = read_owners(k, n)
   for i = 0, n - 1 do
     local key, tok = ARGV[k + i], ARGV[t + i]
-    local v = vals[i + 1]
-    if not v then
-      -- GET tells a missing key from one that is not a string (MGET
-      -- reads both as nil; a renewal alone fails on the latter), and on
-      -- a Cluster finds a key on another node (the call then goes alone).
-      v = redis.pcall('GET', key)
-    end
+    local v = vals[i + 1] or redis.pcall('GET', key)
     o = o + 1
     if type(v) == 'table' then
-      out[o] = {'dlock:error', v.err}
-    elseif v and find(v, tok, 1, true) == 1 and byte(v, #tok + 1) == 32 then
-      call('PEXPIREAT', key, at) -- v is "<tok> ...": tok's lease
+      out[o] = {'dlock:error', v.err} -- a key of another type, or node
+    elseif held_by(v, tok) then
+      redis.call('PEXPIREAT', key, at)
       out[o] = 1
     else
       out[o] = 0

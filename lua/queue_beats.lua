@@ -1,9 +1,8 @@
 -- queue_beats.lua: queue_beat.lua for many waiters in one run, all at one
 -- server time, packed lean (see batchForm.pack in merge.go): no counts
 -- per call, no unused key, the liveness timeout once per group of waiters
--- that share it, the owner keys of a group read with one MGET (a GET
--- each where MGET is refused: on a Cluster, whose runs have keys of many
--- slots), and a flat reply (a list per call would cost Redis a table
+-- that share it, the owner keys of a group read at once (see
+-- read_owners), and a flat reply (a list per call would cost Redis a table
 -- reply each, about what two commands do).
 -- KEYS[1]  the first waiter's owner key (it routes the run on a Cluster)
 -- ARGV     groups of waiters that share a liveness timeout, each:
@@ -22,19 +21,10 @@ local a = 1
 while a <= #ARGV do
   local live, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   local k, w = a + 2, a + 2 + n -- the group's first owner key, first waiter
-  local vals = redis.pcall('MGET', unpack(ARGV, k, w - 1))
-  if vals.err then
-    vals = {} -- MGET spans one slot on a Cluster: a GET each
-  end
+  local vals = read_owners(k, n)
   for i = 0, n - 1 do
     local owner, j = ARGV[k + i], w + 4 * i
-    local v = vals[i + 1]
-    if not v then
-      -- GET tells a free lock from an owner key that is not a string
-      -- (MGET reads both as nil), and on a Cluster finds a key on
-      -- another node (the call then goes alone).
-      v = redis.pcall('GET', owner)
-    end
+    local v = vals[i + 1] or redis.pcall('GET', owner)
     local ok, wait, fence = false, v
     if type(v) ~= 'table' then
       ok, wait, fence = pcall(beat_queue, owner, v, ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], live, now_ms)
