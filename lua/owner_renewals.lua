@@ -27,7 +27,7 @@ while a <= #ARGV do
   local vals = read_owners(k, n)
   for i = 0, n - 1 do
     local key, tok = ARGV[k + i], ARGV[t + i]
-    local v = vals[i + 1] or redis.pcall('GET', key)
+    local v = vals[i + 1]
     o = o + 1
     if type(v) == 'table' then
       out[o] = {'dlock:error', v.err} -- a key of another type, or node

@@ -32,15 +32,21 @@ local function owns(owner, tok)
 end
 
 -- read_owners reads the n owner keys ARGV[k], ..., ARGV[k + n - 1] of a
--- batched run with one MGET, and returns their values (false: none or
--- not a string); on a Cluster, where Redis refuses an MGET over many
--- slots, it reads none and returns {}. The run reads a key whose value it
--- lacks with a GET (which tells a missing key from one of another type,
--- and finds one on another node).
+-- batched run and returns what a GET of each gives: its value, false (no
+-- key), or an error table (a key of another type, or on another node).
+-- One MGET reads them all on a single Redis; a key it reads as nil (none,
+-- or not a string) is read again with GET, which tells the two apart; on
+-- a Cluster, where Redis refuses an MGET over many slots, each is read
+-- with a GET.
 local function read_owners(k, n)
   local vals = redis.pcall('MGET', unpack(ARGV, k, k + n - 1))
   if vals.err then
-    return {}
+    vals = {}
+  end
+  for i = 1, n do
+    if not vals[i] then
+      vals[i] = redis.pcall('GET', ARGV[k + i - 1])
+    end
   end
   return vals
 end
