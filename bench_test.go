@@ -151,7 +151,9 @@ func benchTryLockUnlock(b *testing.B, ctx context.Context, try tryFunc, rdb *red
 // waiter. waiters+1 goroutines take turns: hold the lock 2ms, unlock, step
 // away 1ms. The others are blocked in Lock at each release, so every
 // acquisition is a hand-off. handoff-p50/p99 is the time from Unlock
-// returning to the next holder's Lock returning; rt/acq counts every
+// being called to the next holder's Lock returning: the release's way to
+// Redis and the grant's way back (a hand-off in one message often reaches
+// the next holder before the releaser's own Unlock returns); rt/acq counts every
 // command all clients sent per acquisition (tries, wake-ups, unlock).
 // clients=each gives every goroutine its own dlock client, as separate
 // machines; clients=shared puts them all on one. With
@@ -262,13 +264,13 @@ func benchHandoff(b *testing.B, waiters int, shared bool, mk func(*dlock.Client)
 				}
 				mu.Unlock()
 				time.Sleep(2 * time.Millisecond)
+				mu.Lock()
+				lastUnlock = time.Now()
+				mu.Unlock()
 				if err := l.Unlock(ctx); err != nil {
 					failed.Store(err)
 					return
 				}
-				mu.Lock()
-				lastUnlock = time.Now()
-				mu.Unlock()
 				time.Sleep(time.Millisecond)
 			}
 		}()

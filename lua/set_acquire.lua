@@ -50,7 +50,7 @@ if mine then
   end
 end
 
-local queued = first_waiter(KEYS[11])
+local queued = redis.call('EXISTS', KEYS[11]) == 1
 if queued then
   prune_waiters(KEYS[11], KEYS[12], KEYS[13], now_ms)
 end

@@ -14,7 +14,7 @@ local tok = ARGV[1]
 local queued, first = withdraw(KEYS[11], KEYS[12], KEYS[13], tok)
 local m = redis.call('HGET', KEYS[5], tok)
 if m then
-  set_let_go(m, now_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  set_let_go(m, tok, now_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
   return 1
 end
 if first then

@@ -54,9 +54,10 @@ end
 
 -- set_vacate ends the holding of member m (a release, or an expiry found
 -- late) and makes m free with the given time of last use, or drops it if
--- it was removed while held. Returns true when m is free now.
-local function set_vacate(m, used_us)
-  local tok = redis.call('HGET', KEYS[4], m)
+-- it was removed while held. tok is the token holding m when the caller
+-- has read it (nil: read here). Returns true when m is free now.
+local function set_vacate(m, used_us, tok)
+  tok = tok or redis.call('HGET', KEYS[4], m)
   if tok then
     redis.call('HDEL', KEYS[5], tok)
   end
@@ -152,8 +153,7 @@ end
 -- has waited less than starve_us, it is woken by "<token>" to try. The
 -- set's channel is channel.
 local function set_hand_over(m, now, publish, channel, starve_us)
-  local first = first_waiter(KEYS[11])
-  if not first then
+  if redis.call('EXISTS', KEYS[11]) == 0 then
     return
   end
   local now_ms = math.floor(now / 1000)
@@ -177,18 +177,19 @@ local function set_hand_over(m, now, publish, channel, starve_us)
   redis.call(publish, channel, table.concat({tok, fence, int(now), m}, ' '))
 end
 
--- set_let_go ends the holding of member m at now (µs) and passes m on: to
--- the first waiter that would take it (see set_hand_over), or to the free
--- members; a member removed while held leaves the set instead, and its
--- waiters are woken to learn so. It returns whether the lease was live.
-local function set_let_go(m, now, publish, channel, starve_us)
+-- set_let_go ends the holding of member m by the lease tok at now (µs)
+-- and passes m on: to the first waiter that would take it (see
+-- set_hand_over), or to the free members; a member removed while held
+-- leaves the set instead, and its waiters are woken to learn so. It
+-- returns whether the lease was live.
+local function set_let_go(m, tok, now, publish, channel, starve_us)
   local e = set_expiry(m)
   local live = e ~= nil and e > math.floor(now / 1000)
   local used = now
   if e and not live then
     used = e * 1000
   end
-  if set_vacate(m, used) then
+  if set_vacate(m, used, tok) then
     set_hand_over(m, now, publish, channel, starve_us)
   else
     redis.call(publish, channel .. ':' .. m, 'all')
