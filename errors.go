@@ -9,8 +9,10 @@ import (
 // Sentinel errors. Errors returned by dlock wrap one of these where one
 // applies; test for them with errors.Is.
 var (
-	// ErrNotAcquired reports that a lock was held by someone else: at once
-	// from TryLock, or when Lock gave up (then ctx.Err() matches too).
+	// ErrNotAcquired reports that a lock was not acquired: TryLock found
+	// it held, or Lock gave up, when its ctx ended (ctx.Err() then matches
+	// too, whether the lock was held or Redis could not be reached) or its
+	// stall timeout ran out.
 	ErrNotAcquired = errors.New("dlock: not acquired")
 	// ErrLost reports that a lease is no longer held: it expired, was
 	// taken over, or was removed from Redis.
@@ -20,8 +22,9 @@ var (
 	ErrUnsupported = errors.New("dlock: not supported by this client")
 	// ErrNoMember reports a MutexSet member that is not in the set.
 	ErrNoMember = errors.New("dlock: no such member")
-	// ErrInvalid reports a bad argument or option, or a call on a closed
-	// client or a released lease.
+	// ErrInvalid reports a bad name, argument or option, a released lease,
+	// or a call that must wait (Lock, RLock, Acquire, Campaign) on a
+	// closed client or that was waiting when it closed.
 	ErrInvalid = errors.New("dlock: invalid argument")
 )
 

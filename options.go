@@ -75,8 +75,8 @@ func (c *lockConfig) fail(format string, args ...any) {
 }
 
 // WithTTL sets how long a lease lives unless renewed. The default is 10s;
-// at least MinTTL (1ms). Other values make every call of the lock fail
-// with ErrInvalid.
+// at least MinTTL (1ms), and 10ms on a Redlock client. Other values make
+// every call of the lock fail with ErrInvalid.
 func WithTTL(d time.Duration) LockOption {
 	return func(c *lockConfig) {
 		if d < MinTTL {
@@ -99,10 +99,12 @@ func WithNoExpiry() LockOption {
 }
 
 // WithAutoRefresh turns automatic renewal on or off. The default is on:
-// the lease is renewed every TTL/3 until Unlock, and Lost() closes when a
-// renewal finds it gone or Redis stays unreachable for too long. Off, the
-// holder must call Refresh itself, and Lost() closes when the TTL since the
-// last renewal runs out.
+// the lease is renewed every TTL/6 to TTL/3 (with the client's other
+// leases due about then) until Unlock, and Lost() closes when a renewal
+// finds it gone, or a margin before the TTL since the last renewal that
+// succeeded runs out while Redis is unreachable. Off, the holder must
+// call Refresh itself, and Lost() closes a margin before the TTL since
+// the last renewal runs out.
 func WithAutoRefresh(on bool) LockOption {
 	return func(c *lockConfig) {
 		c.autoRefresh = on
