@@ -18,7 +18,7 @@ if l then
   drop_lease(KEYS[1], KEYS[3], tok, l.n, now_ms)
   used = used - l.n
 end
-if (l or first) and first_waiter(KEYS[4]) then
+if (l or first) and redis.call('EXISTS', KEYS[4]) == 1 then
   grant_waiters(KEYS, ARGV[2], ARGV[3], now, used)
 end
 return (l or removed) and 1 or 0

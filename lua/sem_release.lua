@@ -15,7 +15,7 @@ if not l then
   return 0
 end
 drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n, now_ms)
-if first_waiter(KEYS[4]) then
+if redis.call('EXISTS', KEYS[4]) == 1 then
   grant_waiters(KEYS, ARGV[2], ARGV[3], now, used - l.n)
 end
 return 1
