@@ -210,6 +210,45 @@ func TestFenceAheadOfTheClock(t *testing.T) {
 	}
 }
 
+// TestFenceIsTheServerClock takes each kind of lock that Redis' clock
+// fences, and checks that every fence lies between TIME read before and
+// after the take: the scripts write the clock as a string from TIME's
+// seconds and its microseconds padded to six digits, and a wrong pad
+// would show in the one take in ten whose microseconds have fewer digits.
+func TestFenceIsTheServerClock(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	sem := c.Semaphore("clock-sem", 2)
+	rw := c.RWMutex("clock-rw")
+	kinds := map[string]func(context.Context) (*dlock.Lease, error){
+		"Mutex":     c.Mutex("clock-mutex").TryLock,
+		"FairMutex": c.FairMutex("clock-fair").TryLock,
+		"RWMutex":   rw.TryLock,
+		"read":      rw.TryRLock,
+		"Semaphore": func(ctx context.Context) (*dlock.Lease, error) { return sem.TryAcquire(ctx, 1) },
+	}
+	for name, take := range kinds {
+		for range 200 {
+			before, err := rdb.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := mustTake(t, ctx, take)
+			after, err := rdb.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if f := int64(l.Fence()); f < before.UnixMicro() || f > after.UnixMicro() {
+				t.Fatalf("%s: fence %d, not between the server's clock before (%d) and after (%d)",
+					name, f, before.UnixMicro(), after.UnixMicro())
+			}
+		}
+	}
+}
+
 func TestRoundTrips(t *testing.T) {
 	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)

@@ -73,14 +73,25 @@ func waitersOf(v any) []Waiter {
 }
 
 // parseAttempt reads a try script's reply: the fence (> 0) when taken,
-// else {0, ttl, holder [, server µs]}. A taken lock replies a bare integer
-// because a table reply costs Redis 7.0 several times more to send.
+// else {0, ttl, holder [, server µs]}. A taken lock replies its fence
+// bare, because a table reply costs Redis 7.0 several times more to
+// send, and as the decimal string the script made it (an integer from a
+// script of an older dlock), because reading it into a number would cost
+// Redis about what a command does.
 func parseAttempt(reply any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
 	}
-	if fence, ok := reply.(int64); ok && fence > 0 {
-		return attempt{ok: true, fence: uint64(fence)}, nil
+	switch r := reply.(type) {
+	case int64:
+		if r > 0 {
+			return attempt{ok: true, fence: uint64(r)}, nil
+		}
+	case string:
+		if fence, err := strconv.ParseUint(r, 10, 64); err == nil && fence > 0 {
+			return attempt{ok: true, fence: fence}, nil
+		}
+		return attempt{}, fmt.Errorf("%w %q", errBadReply, r)
 	}
 	v, _ := reply.([]any)
 	if len(v) >= 3 {

@@ -20,9 +20,9 @@
 -- ARGV[7]  (Election only) publish command: PUBLISH, or SPUBLISH on Redis
 --          Cluster; ARGV[8] the channel on which a lock taken is announced
 --          by "leader", for those who follow its holder
--- Returns  the fence, a bare integer (> 0), when taken (also when this
---          token already holds it: a try may be sent again after a lost
---          reply; the lease's TTL then starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken (also
+--          when this token already holds it: a try may be sent again
+--          after a lost reply; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (as the decimal string read; 0 when
 --           free but another waiter is first), server time in µs (a
@@ -42,12 +42,13 @@ end
 
 -- The common case, nobody waiting: one SET NX takes a free lock.
 local queued = redis.call('EXISTS', KEYS[3]) == 1
-local now = now_us()
-local fence, holder, hfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not queued)
+local clock = clock_us()
+local fence, holder, hfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, clock, not queued)
 if fence then
   return announce_taken(fence)
 end
 -- @helpers
+local now = tonumber(clock)
 if holder then
   -- Held by another: queue up when asked. The dead in the line are
   -- pruned when the lock is let go, before it is handed over.
@@ -68,7 +69,7 @@ if may_take(head, order, tok, now, tonumber(ARGV[6])) then
     -- Leave the line if in it (a waiter that barged, or was first).
     drop_waiters(KEYS[3], KEYS[4], KEYS[5], tok)
   end
-  return announce_taken(take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now))
+  return announce_taken(take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, clock))
 end
 if join == '1' then
   join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))

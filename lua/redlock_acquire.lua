@@ -13,7 +13,7 @@
 --          its expiry is then set anew, so the vote counts from this try);
 --          {0, ms the holder's lease has left here, holder's fence here (a
 --           decimal string), holder's id}.
-local fence, _, hfence, hid = claim(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], now_us(), true, ARGV[4])
+local fence, _, hfence, hid = claim(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], clock_us(), true, ARGV[4])
 if fence then
   return {1, fence}
 end

@@ -24,10 +24,10 @@
 -- ARGV[6]  1 to hold an intention while in the line (PreferWriters), 0 not to
 -- ARGV[7]  starve_us: how long the first writer may wait before newcomers
 --          must queue behind it
--- Returns  the fence, a bare integer (> 0), when taken (also when this
---          token already holds it: a try may be sent again after a lost
---          reply, or the lock was handed to it; the lease's TTL then
---          starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken (also
+--          when this token already holds it: a try may be sent again
+--          after a lost reply, or the lock was handed to it; the lease's
+--          TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence (as the decimal string
 --           read), else the oldest reader's, else 0 (another writer is
@@ -36,7 +36,7 @@
 --          a heartbeat never takes the lock: it replies try_now instead.
 local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
 local beat = join == '2'
-local now = now_us()
+local clock = clock_us()
 -- Any readers (live or not) or writers waiting?
 local busy = redis.call('EXISTS', KEYS[3], KEYS[7]) > 0
 local fence, w, wfence, mine
@@ -45,14 +45,15 @@ if beat then
   mine = w == tok
 else
   -- Nobody reading or waiting: one SET NX takes the write side if free.
-  fence, w, wfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now, not busy)
+  fence, w, wfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, clock, not busy)
 end
 if mine then
-  return try_now(now) -- handed to the waiter
+  return try_now(clock) -- handed to the waiter
 elseif fence then
   return fence
 end
 -- @helpers
+local now = tonumber(clock)
 local now_ms = math.floor(now / 1000)
 
 -- join_line puts the caller in the writers' line when asked, or renews
@@ -96,7 +97,7 @@ elseif free then
     drop_waiters(KEYS[7], KEYS[8], KEYS[9], tok)
     redis.call('ZREM', KEYS[6], tok)
   end
-  return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, now)
+  return take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, clock)
 end
 if not join_line() then
   return try_now(now) -- a heartbeat of a writer dropped from the line

@@ -10,15 +10,16 @@
 -- ARGV[2]  TTL in ms; 0 = the share never expires
 -- ARGV[3]  metadata shown by Status
 -- ARGV[4]  1 to wait while a writer's intention lives (PreferWriters), 0 not to
--- Returns  the fence, a bare integer (> 0), when taken (also when this
---          token already has a share: a try may be sent again after a
---          lost reply; the share's TTL then starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken (also
+--          when this token already has a share: a try may be sent again
+--          after a lost reply; the share's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence (a decimal string); when
 --           only intentions stop the caller, the oldest reader's fence or
 --           0}.
 local tok = ARGV[1]
-local now = now_us()
+local clock = clock_us()
+local now = tonumber(clock)
 local now_ms = math.floor(now / 1000)
 prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
 local mine = redis.call('ZSCORE', KEYS[3], tok)
@@ -31,7 +32,7 @@ if mine then
     redis.call('ZADD', KEYS[4], 'GT', int(now_ms + ttl), tok)
     expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
   end
-  return tonumber(mine)
+  return mine
 end
 local w, wfence = holder_of(redis.call('GET', KEYS[1]))
 if w then
@@ -46,13 +47,13 @@ if ARGV[4] == '1' then
     return {0, last - now_ms, tonumber(oldest or '0')}
   end
 end
-local fence, f, clock = issue_fence(KEYS[2], now)
+local fence = issue_fence(KEYS[2], clock)
 local ttl = tonumber(ARGV[2])
 local deadline = 'inf'
 if ttl > 0 then
   deadline = int(now_ms + ttl)
 end
-redis.call('ZADD', KEYS[3], f, tok)
+redis.call('ZADD', KEYS[3], fence, tok)
 redis.call('ZADD', KEYS[4], deadline, tok)
 -- (The ms of now are the clock's digits but the last three.)
 redis.call('HSET', KEYS[5], tok, string.sub(clock, 1, -4) .. ':' .. ARGV[3])

@@ -22,10 +22,10 @@
 -- ARGV[7]  waiter liveness timeout in ms
 -- ARGV[8]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[9]  the release channel, on which granted waiters are told
--- Returns  the fence, a bare integer (> 0), when taken (also when this
---          token already holds a lease: a try may be sent again after a
---          lost reply, or permits were handed to it; the lease's TTL then
---          starts anew);
+-- Returns  the fence (> 0), bare (a decimal string; a retried try's an
+--          integer), when taken (also when this token already holds a
+--          lease: a try may be sent again after a lost reply, or permits
+--          were handed to it; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), the last fence issued (0 if forgotten), server time in
 --           µs (a hand-off to this token dated before it was void by now)};
@@ -33,7 +33,8 @@
 local tok, ttl, meta, join = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6]
 local n, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local beat = join == '2'
-local now = now_us()
+local clock = clock_us()
+local now = tonumber(clock)
 local now_ms = math.floor(now / 1000)
 local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, now_ms)
 local head = first_waiter(KEYS[4])
@@ -58,8 +59,8 @@ if not beat and (not head or head == tok) and n <= size - used then
   if head then
     drop_waiters(KEYS[4], KEYS[5], KEYS[6], tok)
   end
-  local fence, f = issue_fence(KEYS[2], now)
-  add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], f, now, meta, deadline_of(ttl, now_ms))
+  local fence = issue_fence(KEYS[2], clock)
+  add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], fence, now, meta, deadline_of(ttl, now_ms))
   return fence
 end
 if join ~= '0' and not join_queue(KEYS[4], KEYS[5], KEYS[6], tok, ARGV[4] .. ':' .. ARGV[5] .. ':' .. meta, now, tonumber(ARGV[7]), beat) then

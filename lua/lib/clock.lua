@@ -1,9 +1,20 @@
 -- clock.lua: the server's clock, number formatting and fences, for every
 -- family of scripts.
 
--- now_us returns the Redis server's clock in microseconds. Lua numbers are
--- doubles, exact for integers up to 2^53, which microseconds since 1970
--- stay below until the year 2255.
+-- clock_us returns the Redis server's clock in microseconds as a decimal
+-- string without leading zeros, joined from TIME's seconds and its
+-- microseconds padded to six digits: no number is read or printed (each
+-- tonumber or string.format costs Redis about what a command does).
+local function clock_us()
+  local t = redis.call('TIME')
+  return t[1] .. string.sub('00000' .. t[2], -6)
+end
+
+-- now_us returns the Redis server's clock in microseconds, a number. (A
+-- script that needs the string too reads tonumber(clock_us()), which
+-- costs less than int(now_us()).) Lua numbers are doubles, exact for
+-- integers up to 2^53, which microseconds since 1970 stay below until the
+-- year 2255.
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -36,23 +47,23 @@ local function keep_fence(fence_key, fence, now)
   return f
 end
 
--- issue_fence returns the next fence of a lock, the same as a decimal
--- string, and int(now), and records the fence, so that fences rise
--- strictly even when the lock's keys have expired, as
--- long as the server clock does not step back by more than the minute
--- keep_fence allows. One command when the clock has passed the last
--- fence, as it nearly always has: the clock is written and the last fence
--- read at once. Both are decimals without leading zeros, so that case is
--- told by their lengths and a string comparison, with no number read back
--- (a tonumber costs Redis about what a command does). Lua compares
--- strings with strcoll, under the locale Redis sets; every locale orders
--- the digits 0 to 9 as numbers, which is all equal lengths need.
-local function issue_fence(fence_key, now)
-  local clock = int(now)
+-- issue_fence returns the next fence of a lock as a decimal string, given
+-- the server's clock (µs, a decimal string: see clock_us), and records
+-- it, so that fences rise strictly even when the lock's keys have
+-- expired, as long as the server clock does not step back by more than
+-- the minute keep_fence allows. The fence is max(last + 1, clock). One
+-- command when the clock has passed the last fence, as it nearly always
+-- has: the clock is written and the last fence read at once, and the
+-- fence is the clock. Both are decimals without leading zeros, so that
+-- case is told by their lengths and a string comparison, with no number
+-- read back (a tonumber costs Redis about what a command does). Lua
+-- compares strings with strcoll, under the locale Redis sets; every
+-- locale orders the digits 0 to 9 as numbers, which is all equal lengths
+-- need.
+local function issue_fence(fence_key, clock)
   local last = redis.call('SET', fence_key, clock, 'PX', '60000', 'GET')
   if not last or #last < #clock or (#last == #clock and last < clock) then
-    return now, clock, clock
+    return clock
   end
-  local fence = tonumber(last) + 1
-  return fence, keep_fence(fence_key, fence, now), clock
+  return keep_fence(fence_key, tonumber(last) + 1, tonumber(clock))
 end

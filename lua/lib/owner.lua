@@ -107,13 +107,14 @@ end
 
 -- take_owner makes tok the holder of the owner key if it is free, expiring
 -- after ttl ms (a decimal string, as the caller sent it; '0': never), and
--- returns the lease's fence. When the key is held, it changes nothing
--- there and returns nil and the holder's token, fence and id (see
--- holder_of). (It may still have moved the fence key to the clock:
--- harmless, fences only have to rise.)
-local function take_owner(owner, fence_key, tok, meta, ttl, now, id)
-  local fence, f, clock = issue_fence(fence_key, now)
-  local v = owner_value(tok, f, clock, id, meta)
+-- returns the lease's fence, a decimal string; clock is the server's (see
+-- clock_us). When the key is held, it changes nothing there and returns
+-- nil and the holder's token, fence and id (see holder_of). (It may still
+-- have moved the fence key to the clock: harmless, fences only have to
+-- rise.)
+local function take_owner(owner, fence_key, tok, meta, ttl, clock, id)
+  local fence = issue_fence(fence_key, clock)
+  local v = owner_value(tok, fence, clock, id, meta)
   local old
   if ttl ~= '0' then
     old = redis.call('SET', owner, v, 'NX', 'PX', ttl, 'GET')
@@ -136,14 +137,14 @@ local function owner_status(owner, fence_key)
   return {0, -2, tonumber(redis.call('GET', fence_key) or '0'), '', 0}
 end
 
--- retried returns the fence of tok's lease when holder, the owner key's
--- holder with fence (see holder_of; nil: free), is tok holding it already:
--- a try sent again after its reply was lost, or a waiter's try finding
--- the lock handed to it (see hand_over). The caller counts the lease's
--- TTL from this try, so the key lives at least ttl ms (a decimal string;
--- '0': no expiry) from now; never less than it did, since the first try
--- may run after the second, and after a Refresh that made the lease
--- longer. It returns nil for any other holder.
+-- retried returns the fence of tok's lease (the decimal string read) when
+-- holder, the owner key's holder with fence (see holder_of; nil: free),
+-- is tok holding it already: a try sent again after its reply was lost,
+-- or a waiter's try finding the lock handed to it (see hand_over). The
+-- caller counts the lease's TTL from this try, so the key lives at least
+-- ttl ms (a decimal string; '0': no expiry) from now; never less than it
+-- did, since the first try may run after the second, and after a Refresh
+-- that made the lease longer. It returns nil for any other holder.
 local function retried(owner, holder, fence, tok, ttl)
   if holder ~= tok then
     return nil
@@ -153,21 +154,22 @@ local function retried(owner, holder, fence, tok, ttl)
   else
     redis.call('PERSIST', owner)
   end
-  return tonumber(fence)
+  return fence
 end
 
 -- claim gives tok the lease on the owner key: by taking it when free says
 -- nobody comes first (no queue ahead, no reader) and the key is free, or
 -- by finding tok holding it already (a try sent again after its reply was
 -- lost, whose TTL then starts anew). ttl is in ms, a decimal string ('0':
--- no expiry). It returns the lease's fence, or nil and the holder's
--- token, fence and id (see holder_of; nil when the key is free but others
--- come first). One GET reads the holder when free is false; one SET NX
--- both takes and reads it when free is true.
-local function claim(owner, fence_key, tok, meta, ttl, now, free, id)
+-- no expiry); clock the server's (see clock_us). It returns the lease's
+-- fence, a decimal string, or nil and the holder's token, fence and id
+-- (see holder_of; nil when the key is free but others come first). One
+-- GET reads the holder when free is false; one SET NX both takes and
+-- reads it when free is true.
+local function claim(owner, fence_key, tok, meta, ttl, clock, free, id)
   local fence, holder, hfence, hid
   if free then
-    fence, holder, hfence, hid = take_owner(owner, fence_key, tok, meta, ttl, now, id)
+    fence, holder, hfence, hid = take_owner(owner, fence_key, tok, meta, ttl, clock, id)
     if fence then
       return fence
     end

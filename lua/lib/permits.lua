@@ -118,6 +118,7 @@ end
 local function grant_waiters(keys, publish, channel, now, used)
   local main, fence_key, leases, queue, alive, wmeta = unpack(keys)
   prune_waiters(queue, alive, wmeta, math.floor(now / 1000))
+  local clock -- int(now), made for the first grant
   for _ = 1, 100 do
     local tok = first_waiter(queue)
     if not tok then
@@ -130,7 +131,8 @@ local function grant_waiters(keys, publish, channel, now, used)
     end
     local deadline = redis.call('ZSCORE', alive, tok)
     drop_waiters(queue, alive, wmeta, tok)
-    local _, fence, clock = issue_fence(fence_key, now)
+    clock = clock or int(now)
+    local fence = issue_fence(fence_key, clock)
     add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
     used = used + n
     redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)

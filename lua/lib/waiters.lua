@@ -211,7 +211,8 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   if not tok then
     return nil
   end
-  local now = now_us()
+  local clock = clock_us()
+  local now = tonumber(clock)
   local now_ms = math.floor(now / 1000)
   -- The lock is kept for the waiter until its liveness deadline. The dead
   -- in the line are pruned when the first is one of them (those behind a
@@ -237,7 +238,7 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   end
   local meta = redis.call('HGET', wmeta, tok) or ''
   drop_waiters(queue, alive, wmeta, tok)
-  local _, fence, clock = issue_fence(fence_key, now)
+  local fence = issue_fence(fence_key, clock)
   redis.call('SET', owner, owner_value(tok, fence, clock, '', meta), 'PXAT', deadline)
   redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
   return tok
