@@ -101,3 +101,33 @@ func TestSemaphoreKeysLostApart(t *testing.T) {
 		l2.Unlock(ctx)
 	}
 }
+
+// A lease that ran out while the main key is gone (the two keys expire
+// apart, by a millisecond or by the server's expiry cycle) is cleared
+// like any other: the try that finds it takes its permits, with no count
+// to take the lease's from.
+func TestSemaphoreExpiredLeaseWithoutCount(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	c := New(rdb)
+	t.Cleanup(func() { c.Close() })
+	keeper, err := c.Semaphore("uncounted", 2, WithTTL(time.Minute)).TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keeper.Unlock(ctx)
+	s := c.Semaphore("uncounted", 2, WithTTL(50*time.Millisecond), WithAutoRefresh(false))
+	if _, err := s.TryAcquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, s.keys.Key()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	l, err := s.TryAcquire(ctx, 2)
+	if err != nil {
+		t.Fatalf("TryAcquire after an expired lease without its count: %v", err)
+	}
+	l.Unlock(ctx)
+}

@@ -48,7 +48,13 @@ local function permits_and_lease(main, leases, tok, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now_ms), 'LIMIT', '0', '100')
   for _, t in ipairs(dead) do
     local l = lease_of(main, t)
-    drop_lease(main, leases, t, l and l.n or 0, now_ms)
+    if l then
+      drop_lease(main, leases, t, l.n, now_ms)
+    else
+      -- No count to take it from: the main key expired or was lost apart
+      -- from the leases (HINCRBY would refuse -0 besides).
+      redis.call('ZREM', leases, t)
+    end
   end
   local v = redis.call('HMGET', main, 'used', tok)
   local used, l = tonumber(v[1] or '0'), parse_lease(v[2])
