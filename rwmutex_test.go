@@ -284,6 +284,57 @@ func TestRWBasics(t *testing.T) {
 	}
 }
 
+// TestReaderKeysLiveAsTheLongestShare: the three keys of an RWMutex's
+// readers expire with the share that ends last, through shares that come
+// and go, and never while a share that never expires reads.
+func TestReaderKeysLiveAsTheLongestShare(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	readerKeys := func() []string {
+		t.Helper()
+		var ks []string
+		for _, part := range []string{"readers", "rexp", "rmeta"} {
+			k, err := rdb.Keys(ctx, "*{shares}*"+part).Result()
+			if err != nil || len(k) != 1 {
+				t.Fatalf("keys of %s: %v, %v; want one", part, k, err)
+			}
+			ks = append(ks, k[0])
+		}
+		return ks
+	}
+	// expect checks every reader key's TTL: within (ttl-slack, ttl], or
+	// none (ttl -1).
+	expect := func(what string, ttl time.Duration) {
+		t.Helper()
+		const slack = 2 * time.Second
+		for _, k := range readerKeys() {
+			got := rdb.PTTL(ctx, k).Val()
+			if ttl < 0 && got != -1 || ttl >= 0 && (got > ttl || got <= ttl-slack) {
+				t.Errorf("%s: key %q has TTL %v, want %v", what, k, got, ttl)
+			}
+		}
+	}
+	rlock := func(opts ...dlock.LockOption) *dlock.Lease {
+		t.Helper()
+		return mustTake(t, ctx, c.RWMutex("shares", append(opts, dlock.WithAutoRefresh(false))...).TryRLock)
+	}
+	short := rlock(dlock.WithTTL(10 * time.Second))
+	expect("one share of 10s", 10*time.Second)
+	long := rlock(dlock.WithTTL(time.Minute))
+	expect("a share of 1m joins", time.Minute)
+	shorter := rlock(dlock.WithTTL(5 * time.Second))
+	expect("a share of 5s joins", time.Minute)
+	mustUnlock(t, long)
+	expect("the 1m share left", 10*time.Second)
+	forever := rlock(dlock.WithNoExpiry())
+	expect("a share that never expires joins", -1)
+	again := rlock(dlock.WithTTL(20 * time.Second))
+	expect("a share of 20s joins it", -1)
+	mustUnlock(t, forever)
+	expect("the share that never expires left", 20*time.Second)
+	mustUnlock(t, short, shorter, again)
+}
+
 func TestRWRoundTrips(t *testing.T) {
 	srv, ctx := serve(t)
 	c, _, cnt := newClient(t, srv)

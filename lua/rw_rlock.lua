@@ -19,9 +19,9 @@
 --           0}.
 local tok = ARGV[1]
 local clock = clock_us()
-local now = tonumber(clock)
-local now_ms = math.floor(now / 1000)
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
+local ms = string.sub(clock, 1, -4) -- server ms, the clock's digits but the last three
+local now_ms = tonumber(ms)
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], ms)
 local mine = redis.call('ZSCORE', KEYS[3], tok)
 if mine then
   -- A try sent again after its reply was lost: the caller counts the
@@ -29,8 +29,9 @@ if mine then
   -- did (the first try may run after a Refresh made the share longer).
   local ttl = tonumber(ARGV[2])
   if ttl > 0 then
-    redis.call('ZADD', KEYS[4], 'GT', int(now_ms + ttl), tok)
-    expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+    local deadline = int(now_ms + ttl)
+    redis.call('ZADD', KEYS[4], 'GT', deadline, tok)
+    expire_by_last(KEYS[4], now_ms, deadline, ARGV[2], KEYS[3], KEYS[4], KEYS[5])
   end
   return mine
 end
@@ -40,11 +41,11 @@ if w then
 end
 if ARGV[4] == '1' then
   -- The latest intention; the writers' tries clear out the dead ones.
-  local last = tonumber(redis.call('ZRANGE', KEYS[6], '-1', '-1', 'WITHSCORES')[2] or '0')
-  if last > now_ms then
+  local last = redis.call('ZRANGE', KEYS[6], '-1', '-1', 'WITHSCORES')[2]
+  if last and above(last, ms) then
     -- A dead writer's intention stops readers until its deadline, no longer.
     local oldest = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
-    return {0, last - now_ms, tonumber(oldest or '0')}
+    return {0, tonumber(last) - now_ms, tonumber(oldest or '0')}
   end
 end
 local fence = issue_fence(KEYS[2], clock)
@@ -55,7 +56,6 @@ if ttl > 0 then
 end
 redis.call('ZADD', KEYS[3], fence, tok)
 redis.call('ZADD', KEYS[4], deadline, tok)
--- (The ms of now are the clock's digits but the last three.)
-redis.call('HSET', KEYS[5], tok, string.sub(clock, 1, -4) .. ':' .. ARGV[3])
-expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+redis.call('HSET', KEYS[5], tok, ms .. ':' .. ARGV[3])
+expire_by_last(KEYS[4], now_ms, deadline, ARGV[2], KEYS[3], KEYS[4], KEYS[5])
 return fence

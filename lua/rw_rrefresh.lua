@@ -5,10 +5,11 @@
 -- ARGV[2]  new TTL in ms
 -- Returns  1 when extended; 0 when the token had no live share (nothing changes).
 local now_ms = time_ms()
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], int(now_ms))
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   return 0
 end
-redis.call('ZADD', KEYS[4], 'XX', int(now_ms + tonumber(ARGV[2])), ARGV[1])
-expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+local deadline = int(now_ms + tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[4], 'XX', deadline, ARGV[1])
+expire_by_last(KEYS[4], now_ms, deadline, ARGV[2], KEYS[3], KEYS[4], KEYS[5])
 return 1

@@ -13,15 +13,15 @@
 -- Returns  1 when released; 0 when the token had no live share (expired or
 --          removed; nothing else changes).
 local tok = ARGV[1]
-local now_ms = time_ms()
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], now_ms)
+local ms = string.sub(clock_us(), 1, -4) -- server ms, the clock's digits but the last three
+prune_waiters(KEYS[3], KEYS[4], KEYS[5], ms)
 if redis.call('ZREM', KEYS[3], tok) == 0 then
   return 0
 end
 redis.call('ZREM', KEYS[4], tok)
 redis.call('HDEL', KEYS[5], tok)
 if redis.call('ZCARD', KEYS[3]) > 0 then
-  expire_by_last(KEYS[4], now_ms, KEYS[3], KEYS[4], KEYS[5])
+  expire_by_last(KEYS[4], tonumber(ms), nil, nil, KEYS[3], KEYS[4], KEYS[5])
   return 1
 end
 -- The last share: only waiting writers can be stopped by readers alone

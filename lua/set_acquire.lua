@@ -28,9 +28,11 @@
 --          a heartbeat never takes a member: it replies try_now instead.
 local tok, ttl, meta, want, join = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local beat = join == '2'
-local now = now_us()
+local clock = clock_us()
+local now = tonumber(clock)
 local now_ms = math.floor(now / 1000)
-set_reclaim(now_ms)
+local ms = string.sub(clock, 1, -4) -- now_ms, the clock's digits but the last three
+set_reclaim(ms)
 
 local mine = redis.call('HGET', KEYS[5], tok)
 if mine then
@@ -52,7 +54,7 @@ end
 
 local queued = redis.call('EXISTS', KEYS[11]) == 1
 if queued then
-  prune_waiters(KEYS[11], KEYS[12], KEYS[13], now_ms)
+  prune_waiters(KEYS[11], KEYS[12], KEYS[13], ms)
 end
 -- ahead is the waiter that should have member m before the caller, and
 -- has waited long enough to keep it from a newcomer; nil when none.
@@ -73,8 +75,7 @@ local function take(m)
   if queued then
     drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
   end
-  local _, fence = set_grant(m, tok, ttl, meta, now)
-  return fence .. ' ' .. m
+  return set_grant(m, tok, ttl, meta, now, clock) .. ' ' .. m
 end
 local function refuse(wait, holder)
   if join ~= '0' and not join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[6]), beat) then
@@ -107,7 +108,7 @@ if want ~= '' then
   end
   if e then
     -- Expired, but beyond what set_reclaim freed in this call.
-    set_vacate(want, e * 1000)
+    set_vacate(want, int(e * 1000))
   end
   return take(want)
 end

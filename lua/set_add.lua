@@ -9,15 +9,15 @@
 -- ARGV[3…] the members
 -- Returns  the number of members that were not in the set.
 local added = 0
-local now
+local clock
 for i = 3, #ARGV do
   local m = ARGV[i]
   if redis.call('ZADD', KEYS[1], 'NX', '0', m) == 1 then
     redis.call('ZADD', KEYS[2], '0', m)
     added = added + 1
     -- Only waiters for any member can wait for a new one.
-    now = now or now_us()
-    set_hand_over(m, now, ARGV[1], ARGV[2], 0)
+    clock = clock or clock_us()
+    set_hand_over(m, clock, ARGV[1], ARGV[2], 0)
   else
     -- Cancels a pending removal; the holder keeps the member.
     redis.call('SREM', KEYS[9], m)

@@ -14,13 +14,13 @@ local tok = ARGV[1]
 local queued, first = withdraw(KEYS[11], KEYS[12], KEYS[13], tok)
 local m = redis.call('HGET', KEYS[5], tok)
 if m then
-  set_let_go(m, tok, now_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  set_let_go(m, tok, clock_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
   return 1
 end
 if first then
   m = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
   if m then
-    set_hand_over(m, now_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
+    set_hand_over(m, clock_us(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
   end
 end
 return queued and 1 or 0

@@ -15,7 +15,7 @@ local tok, m = ARGV[1], ARGV[2]
 if not set_owns(m, tok) then
   return 0
 end
-if set_let_go(m, tok, now_us(), ARGV[3], ARGV[4], tonumber(ARGV[5])) then
+if set_let_go(m, tok, clock_us(), ARGV[3], ARGV[4], tonumber(ARGV[5])) then
   return 1
 end
 return 0

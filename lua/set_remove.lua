@@ -16,7 +16,7 @@ for i = 1, #ARGV do
       pending = pending + redis.call('SADD', KEYS[9], m)
     else
       if e then
-        set_vacate(m, e * 1000)
+        set_vacate(m, int(e * 1000))
       end
       set_forget(m)
       removed = removed + 1

@@ -30,6 +30,16 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- above reports whether a, a decimal string of an integer without leading
+-- zeros, is greater than b, another such string (nil or false: none, which
+-- every a is above). It reads no number: the longer is greater, and
+-- strings of one length compare as their numbers. (Lua compares strings
+-- with strcoll, under the locale Redis sets; every locale orders the
+-- digits 0 to 9 as numbers, which is all equal lengths need.)
+local function above(a, b)
+  return not b or #a > #b or (#a == #b and a > b)
+end
+
 -- next_fence is the fence, or queue order, that follows last at server
 -- time now (µs): max(last + 1, now). It rises strictly while last is
 -- known, and with the clock when it is not.
@@ -54,15 +64,12 @@ end
 -- the minute keep_fence allows. The fence is max(last + 1, clock). One
 -- command when the clock has passed the last fence, as it nearly always
 -- has: the clock is written and the last fence read at once, and the
--- fence is the clock. Both are decimals without leading zeros, so that
--- case is told by their lengths and a string comparison, with no number
--- read back (a tonumber costs Redis about what a command does). Lua
--- compares strings with strcoll, under the locale Redis sets; every
--- locale orders the digits 0 to 9 as numbers, which is all equal lengths
--- need.
+-- fence is the clock, told with no number read back: above(clock, last),
+-- written out, because every lock's take runs it and a helper more costs
+-- each run a closure and a call.
 local function issue_fence(fence_key, clock)
   local last = redis.call('SET', fence_key, clock, 'PX', '60000', 'GET')
-  if not last or #last < #clock or (#last == #clock and last < clock) then
+  if not last or #clock > #last or (#clock == #last and clock > last) then
     return clock
   end
   return keep_fence(fence_key, tonumber(last) + 1, tonumber(clock))

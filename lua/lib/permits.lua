@@ -34,7 +34,7 @@ local function drop_lease(main, leases, tok, n, now_ms)
   elseif redis.call('PTTL', main) == -1 then
     -- The lease let go may have been one that never expires: the keys
     -- now live as long as the longest lease left, no longer.
-    expire_by_last(leases, now_ms, main, leases)
+    expire_by_last(leases, now_ms, nil, nil, main, leases)
   end
 end
 
@@ -123,7 +123,7 @@ end
 -- use after the grants.
 local function grant_waiters(keys, publish, channel, now, used)
   local main, fence_key, leases, queue, alive, wmeta = unpack(keys)
-  prune_waiters(queue, alive, wmeta, math.floor(now / 1000))
+  prune_waiters(queue, alive, wmeta, int(math.floor(now / 1000)))
   local clock -- int(now), made for the first grant
   for _ = 1, 100 do
     local tok = first_waiter(queue)

@@ -53,9 +53,10 @@ local function set_forget(m)
 end
 
 -- set_vacate ends the holding of member m (a release, or an expiry found
--- late) and makes m free with the given time of last use, or drops it if
--- it was removed while held. tok is the token holding m when the caller
--- has read it (nil: read here). Returns true when m is free now.
+-- late) and makes m free with the given time of last use (server µs, a
+-- decimal string), or drops it if it was removed while held. tok is the
+-- token holding m when the caller has read it (nil: read here). Returns
+-- true when m is free now.
 local function set_vacate(m, used_us, tok)
   tok = tok or redis.call('HGET', KEYS[4], m)
   if tok then
@@ -69,28 +70,35 @@ local function set_vacate(m, used_us, tok)
     set_forget(m)
     return false
   end
-  redis.call('ZADD', KEYS[2], int(used_us), m)
+  redis.call('ZADD', KEYS[2], used_us, m)
   return true
 end
 
--- set_reclaim frees the members whose lease expired by now_ms, earliest
--- expiry first, each with its expiry as its time of last use. At most 100
--- per call, to bound the script's run time; the rest go on the next call.
+-- set_reclaim frees the members whose lease expired by now_ms (server
+-- ms, a decimal string), earliest expiry first, each with its expiry as
+-- its time of last use (the score's digits and three zeros: the scores
+-- of held members are whole ms). At most 100 per call, to bound the
+-- script's run time; the rest go on the next call.
 local function set_reclaim(now_ms)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', int(now_ms), 'WITHSCORES', 'LIMIT', '0', '100')
+  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms, 'WITHSCORES', 'LIMIT', '0', '100')
   for i = 1, #due, 2 do
-    set_vacate(due[i], tonumber(due[i + 1]) * 1000)
+    set_vacate(due[i], due[i + 1] .. '000')
   end
 end
 
--- set_grant gives the free member m to the lease tok and returns its fence,
--- and the fence as a decimal string: max(last + 1, now), above every fence
--- m had before, expired or not. ttl is in ms, 0 for a lease that never
--- expires. The expiry is rounded up to the next ms: Redis must keep the
--- lease at least ttl.
-local function set_grant(m, tok, ttl, meta, now)
-  local fence = next_fence(tonumber(redis.call('HGET', KEYS[8], m) or '0'), now)
-  local fs = int(fence)
+-- set_grant gives the free member m to the lease tok at the server's time
+-- now (µs), clock as a decimal string (see clock_us), and returns its
+-- fence as a decimal string: max(last + 1, now), above every fence m had
+-- before, expired or not; the clock itself when it has passed m's last
+-- fence (see above). ttl is in ms, 0 for a lease that never expires. The
+-- expiry is rounded up to the next ms: Redis must keep the lease at least
+-- ttl.
+local function set_grant(m, tok, ttl, meta, now, clock)
+  local fs = clock
+  local last = redis.call('HGET', KEYS[8], m)
+  if not above(clock, last) then
+    fs = int(tonumber(last) + 1)
+  end
   redis.call('HSET', KEYS[8], m, fs)
   redis.call('SET', KEYS[10], fs)
   redis.call('ZREM', KEYS[2], m)
@@ -101,15 +109,12 @@ local function set_grant(m, tok, ttl, meta, now)
   redis.call('ZADD', KEYS[3], expiry, m)
   redis.call('HSET', KEYS[4], m, tok)
   redis.call('HSET', KEYS[5], tok, m)
-  local since = string.sub(fs, 1, -4) -- the ms of now, when fence is now
-  if fence ~= now then
-    since = int(math.floor(now / 1000))
-  end
-  redis.call('HSET', KEYS[7], m, since)
+  -- (The ms of now are the clock's digits but the last three.)
+  redis.call('HSET', KEYS[7], m, string.sub(clock, 1, -4))
   if meta ~= '' then
     redis.call('HSET', KEYS[6], m, meta)
   end
-  return fence, fs
+  return fs
 end
 
 -- set_waiter splits a waiter's entry in KEYS[13] into the member it waits
@@ -146,18 +151,20 @@ local function set_first_for(m, stop)
   return nil
 end
 
--- set_hand_over gives the member m, free now, straight to the first live
--- waiter that would take it, as hand_over (waiters.lua) does for a lock:
--- the waiter holds m until its liveness deadline, and is told on its
--- channel by "<token> <fence> <now µs> <member>"; or, while that waiter
--- has waited less than starve_us, it is woken by "<token>" to try. The
--- set's channel is channel.
-local function set_hand_over(m, now, publish, channel, starve_us)
+-- set_hand_over gives the member m, free at the server's clock (µs, a
+-- decimal string: see clock_us), straight to the first live waiter that
+-- would take it, as hand_over (waiters.lua) does for a lock: the waiter
+-- holds m until its liveness deadline, and is told on its channel by
+-- "<token> <fence> <now µs> <member>"; or, while that waiter has waited
+-- less than starve_us, it is woken by "<token>" to try. The set's channel
+-- is channel.
+local function set_hand_over(m, clock, publish, channel, starve_us)
   if redis.call('EXISTS', KEYS[11]) == 0 then
     return
   end
+  local now = tonumber(clock)
   local now_ms = math.floor(now / 1000)
-  prune_waiters(KEYS[11], KEYS[12], KEYS[13], now_ms)
+  prune_waiters(KEYS[11], KEYS[12], KEYS[13], string.sub(clock, 1, -4))
   local tok, order, entry = set_first_for(m)
   if not tok then
     return
@@ -173,24 +180,26 @@ local function set_hand_over(m, now, publish, channel, starve_us)
   -- waiters lay ahead than one prune takes, tok may be one of them).
   local live = math.max(1, tonumber(redis.call('ZSCORE', KEYS[12], tok)) - now_ms)
   drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
-  local _, fence = set_grant(m, tok, live, meta, now)
-  redis.call(publish, channel, table.concat({tok, fence, int(now), m}, ' '))
+  local fence = set_grant(m, tok, live, meta, now, clock)
+  redis.call(publish, channel, table.concat({tok, fence, clock, m}, ' '))
 end
 
--- set_let_go ends the holding of member m by the lease tok at now (µs)
--- and passes m on: to the first waiter that would take it (see
--- set_hand_over), or to the free members; a member removed while held
--- leaves the set instead, and its waiters are woken to learn so. It
--- returns whether the lease was live.
-local function set_let_go(m, tok, now, publish, channel, starve_us)
-  local e = set_expiry(m)
-  local live = e ~= nil and e > math.floor(now / 1000)
-  local used = now
+-- set_let_go ends the holding of member m by the lease tok at the
+-- server's clock (µs, a decimal string: see clock_us) and passes m on: to
+-- the first waiter that would take it (see set_hand_over), or to the free
+-- members; a member removed while held leaves the set instead, and its
+-- waiters are woken to learn so. It returns whether the lease was live.
+-- Its expiry is compared with the clock as decimal strings (see above):
+-- the scores of held members are whole ms, or inf.
+local function set_let_go(m, tok, clock, publish, channel, starve_us)
+  local e = redis.call('ZSCORE', KEYS[3], m)
+  local live = e == 'inf' or (e and above(e, string.sub(clock, 1, -4)))
+  local used = clock
   if e and not live then
-    used = e * 1000
+    used = e .. '000' -- it ended at its expiry
   end
   if set_vacate(m, used, tok) then
-    set_hand_over(m, now, publish, channel, starve_us)
+    set_hand_over(m, clock, publish, channel, starve_us)
   else
     redis.call(publish, channel .. ':' .. m, 'all')
   end

@@ -16,9 +16,11 @@ end
 -- liveness timeout, not after a lock TTL. At most 100 per call, to bound
 -- the script's run time; the rest go on the next call. An RWMutex's
 -- readers are pruned with it too: their expiry set is the alive set.
--- It returns how many it dropped.
+-- now_ms is the server's clock in ms as a decimal string (the common
+-- case, nothing to prune, then makes and reads no number). It returns how
+-- many it dropped.
 local function prune_waiters(queue, alive, wmeta, now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', int(now_ms), 'LIMIT', '0', '100')
+  local dead = redis.call('ZRANGEBYSCORE', alive, '-inf', now_ms, 'LIMIT', '0', '100')
   if #dead > 0 then
     drop_waiters(queue, alive, wmeta, unpack(dead))
   end
@@ -37,7 +39,7 @@ end
 -- first_waiter read before (first nil: nothing queued, nothing to prune).
 -- It reads the queue again only when it pruned.
 local function live_first(queue, alive, wmeta, first, order, now_ms)
-  if first and prune_waiters(queue, alive, wmeta, now_ms) > 0 then
+  if first and prune_waiters(queue, alive, wmeta, int(now_ms)) > 0 then
     return first_waiter(queue)
   end
   return first, order
