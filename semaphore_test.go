@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -638,6 +639,52 @@ func TestSemaphoreKeysExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSemaphoreKeysLiveAsTheLongestLease: the main and leases keys
+// expire with the lease that ends last, through leases that come and go,
+// and never while a lease that never expires is held.
+func TestSemaphoreKeysLiveAsTheLongestLease(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	expect := func(what string, ttl time.Duration) {
+		t.Helper()
+		const slack = 2 * time.Second
+		keys, err := rdb.Keys(ctx, "*{longest}*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range keys {
+			if strings.HasSuffix(k, "fence") {
+				continue // the last fence lives a minute past its clock
+			}
+			n++
+			got := rdb.PTTL(ctx, k).Val()
+			if ttl < 0 && got != -1 || ttl >= 0 && (got > ttl || got <= ttl-slack) {
+				t.Errorf("%s: key %q has TTL %v, want %v", what, k, got, ttl)
+			}
+		}
+		if n != 2 {
+			t.Errorf("%s: keys %q, want the main and leases keys and the fence", what, keys)
+		}
+	}
+	take := func(opts ...dlock.LockOption) *dlock.Lease {
+		t.Helper()
+		s := c.Semaphore("longest", 10, append(opts, dlock.WithAutoRefresh(false))...)
+		return mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.TryAcquire(ctx, 1) })
+	}
+	short := take(dlock.WithTTL(10 * time.Second))
+	expect("one lease of 10s", 10*time.Second)
+	long := take(dlock.WithTTL(time.Minute))
+	expect("a lease of 1m joins", time.Minute)
+	shorter := take(dlock.WithTTL(5 * time.Second))
+	expect("a lease of 5s joins", time.Minute)
+	forever := take(dlock.WithNoExpiry())
+	expect("a lease that never expires joins", -1)
+	mustUnlock(t, forever)
+	expect("the lease that never expires left", time.Minute)
+	mustUnlock(t, long, short, shorter)
 }
 
 // TestSemaphoreForceUnlock: an operator's ForceUnlock removes every

@@ -42,7 +42,7 @@ end
 if ARGV[4] == '1' then
   -- The latest intention; the writers' tries clear out the dead ones.
   local last = redis.call('ZRANGE', KEYS[6], '-1', '-1', 'WITHSCORES')[2]
-  if last and above(last, ms) then
+  if last and exceeds(last, ms) then
     -- A dead writer's intention stops readers until its deadline, no longer.
     local oldest = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
     return {0, tonumber(last) - now_ms, tonumber(oldest or '0')}

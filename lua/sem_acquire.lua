@@ -22,37 +22,37 @@
 -- ARGV[7]  waiter liveness timeout in ms
 -- ARGV[8]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[9]  the release channel, on which granted waiters are told
--- Returns  the fence (> 0), bare (a decimal string; a retried try's an
---          integer), when taken (also when this token already holds a
---          lease: a try may be sent again after a lost reply, or permits
---          were handed to it; the lease's TTL then starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken (also
+--          when this token already holds a lease: a try may be sent again
+--          after a lost reply, or permits were handed to it; the lease's
+--          TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), the last fence issued (0 if forgotten), server time in
 --           µs (a hand-off to this token dated before it was void by now)};
 --          a heartbeat never takes permits: it replies try_now instead.
-local tok, ttl, meta, join = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6]
+local tok, ttl, meta, join = ARGV[1], ARGV[2], ARGV[3], ARGV[6]
 local n, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local beat = join == '2'
 local clock = clock_us()
-local now = tonumber(clock)
-local now_ms = math.floor(now / 1000)
-local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, now_ms)
+local ms = string.sub(clock, 1, -4) -- the clock's ms
+local now_ms = tonumber(ms)
+local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, ms)
 local head = first_waiter(KEYS[4])
 if head then
-  used = grant_waiters(KEYS, ARGV[8], ARGV[9], now, used)
+  used = grant_waiters(KEYS, ARGV[8], ARGV[9], clock, used)
   head = first_waiter(KEYS[4])
   mine = mine or lease_of(KEYS[1], tok) -- granted just now
 end
 if mine and beat then
-  return try_now(now) -- handed to the waiter
+  return try_now(clock) -- handed to the waiter
 elseif mine then
   -- A try sent again after its reply was lost, or a waiter's finding the
   -- permits handed to it: the lease lasts at least ttl from now, never
   -- less than it did (the first try may run after a Refresh made it
   -- longer).
-  local deadline = deadline_of(ttl, now_ms)
+  local deadline, left = deadline_of(ttl, now_ms)
   redis.call('ZADD', KEYS[3], 'GT', deadline, tok)
-  outlive(KEYS[1], KEYS[3], deadline, now_ms, false)
+  outlive(KEYS[1], KEYS[3], left, false)
   return mine.fence
 end
 if not beat and (not head or head == tok) and n <= size - used then
@@ -60,9 +60,11 @@ if not beat and (not head or head == tok) and n <= size - used then
     drop_waiters(KEYS[4], KEYS[5], KEYS[6], tok)
   end
   local fence = issue_fence(KEYS[2], clock)
-  add_lease(KEYS[1], KEYS[3], tok, n, ARGV[5], fence, now, meta, deadline_of(ttl, now_ms))
+  local deadline, left = deadline_of(ttl, now_ms)
+  add_lease(KEYS[1], KEYS[3], tok, ARGV[4], ARGV[5], fence, ms, meta, deadline, left, used == 0)
   return fence
 end
+local now = tonumber(clock)
 if join ~= '0' and not join_queue(KEYS[4], KEYS[5], KEYS[6], tok, ARGV[4] .. ':' .. ARGV[5] .. ':' .. meta, now, tonumber(ARGV[7]), beat) then
   return try_now(now) -- a heartbeat of a waiter dropped from the queue
 end

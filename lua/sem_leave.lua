@@ -10,15 +10,15 @@
 -- ARGV[3]  the release channel
 -- Returns  1 when the caller was queued or held a lease, else 0.
 local tok = ARGV[1]
-local now = now_us()
-local now_ms = math.floor(now / 1000)
-local used, l = permits_and_lease(KEYS[1], KEYS[3], tok, now_ms)
+local clock = clock_us()
+local ms = string.sub(clock, 1, -4) -- the clock's ms
+local used, l = permits_and_lease(KEYS[1], KEYS[3], tok, ms)
 local removed, first = withdraw(KEYS[4], KEYS[5], KEYS[6], tok)
 if l then
-  drop_lease(KEYS[1], KEYS[3], tok, l.n, now_ms)
+  drop_lease(KEYS[1], KEYS[3], tok, l.n, ms)
   used = used - l.n
 end
 if (l or first) and redis.call('EXISTS', KEYS[4]) == 1 then
-  grant_waiters(KEYS, ARGV[2], ARGV[3], now, used)
+  grant_waiters(KEYS, ARGV[2], ARGV[3], clock, used)
 end
 return (l or removed) and 1 or 0

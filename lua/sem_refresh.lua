@@ -11,5 +11,5 @@ if not deadline or (deadline ~= 'inf' and tonumber(deadline) <= now_ms) or not l
 end
 local later = int(now_ms + tonumber(ARGV[2]))
 redis.call('ZADD', KEYS[3], 'XX', later, ARGV[1])
-outlive(KEYS[1], KEYS[3], later, now_ms, false)
+outlive(KEYS[1], KEYS[3], ARGV[2], false)
 return 1

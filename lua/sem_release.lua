@@ -8,14 +8,14 @@
 -- ARGV[3]  the release channel
 -- Returns  1 when released; 0 when the token held no live lease (nothing
 --          else changes).
-local now = now_us()
-local now_ms = math.floor(now / 1000)
-local used, l = permits_and_lease(KEYS[1], KEYS[3], ARGV[1], now_ms)
+local clock = clock_us()
+local ms = string.sub(clock, 1, -4) -- the clock's ms
+local used, l = permits_and_lease(KEYS[1], KEYS[3], ARGV[1], ms)
 if not l then
   return 0
 end
-drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n, now_ms)
+drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n, ms)
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  grant_waiters(KEYS, ARGV[2], ARGV[3], now, used - l.n)
+  grant_waiters(KEYS, ARGV[2], ARGV[3], clock, used - l.n)
 end
 return 1

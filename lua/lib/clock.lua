@@ -30,13 +30,14 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- above reports whether a, a decimal string of an integer without leading
--- zeros, is greater than b, another such string (nil or false: none, which
--- every a is above). It reads no number: the longer is greater, and
--- strings of one length compare as their numbers. (Lua compares strings
--- with strcoll, under the locale Redis sets; every locale orders the
--- digits 0 to 9 as numbers, which is all equal lengths need.)
-local function above(a, b)
+-- exceeds reports whether a, a decimal string of an integer without
+-- leading zeros, is greater than b, another such string (nil or false:
+-- none, which every a exceeds). It reads no number: the longer is
+-- greater, and strings of one length compare as their numbers. (Lua
+-- compares strings with strcoll, under the locale Redis sets; every
+-- locale orders the digits 0 to 9 as numbers, which is all equal lengths
+-- need.)
+local function exceeds(a, b)
   return not b or #a > #b or (#a == #b and a > b)
 end
 
@@ -64,9 +65,9 @@ end
 -- the minute keep_fence allows. The fence is max(last + 1, clock). One
 -- command when the clock has passed the last fence, as it nearly always
 -- has: the clock is written and the last fence read at once, and the
--- fence is the clock, told with no number read back: above(clock, last),
--- written out, because every lock's take runs it and a helper more costs
--- each run a closure and a call.
+-- fence is the clock, told with no number read back: exceeds(clock,
+-- last), written out, because every lock's take runs it and a helper more
+-- costs each run a closure and a call.
 local function issue_fence(fence_key, clock)
   local last = redis.call('SET', fence_key, clock, 'PX', '60000', 'GET')
   if not last or #clock > #last or (#clock == #last and clock > last) then

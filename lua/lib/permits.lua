@@ -9,13 +9,14 @@
 
 -- parse_lease reads a lease's entry in the main hash (false or nil: none)
 -- into {n, fence, since, meta}, or returns nil (also for an entry dlock
--- did not write).
+-- did not write). n is a number; fence and since (ms) are the decimal
+-- strings read, which every reply carries as they are.
 local function parse_lease(v)
   local n, fence, since, meta = string.match(v or '', '^(%d+) (%d+) (%d+) (.*)$')
   if not n then
     return nil
   end
-  return {n = tonumber(n), fence = tonumber(fence), since = tonumber(since), meta = meta}
+  return {n = tonumber(n), fence = fence, since = since, meta = meta}
 end
 
 -- lease_of returns tok's lease in the main hash (see parse_lease). It does
@@ -24,28 +25,30 @@ local function lease_of(main, tok)
   return parse_lease(redis.call('HGET', main, tok))
 end
 
--- drop_lease takes tok's lease of n permits out of the two keys at now_ms,
--- and removes both when no permit is held any more.
+-- drop_lease takes tok's lease of n permits out of the two keys at now_ms
+-- (server ms, a decimal string), and removes both when no permit is held
+-- any more.
 local function drop_lease(main, leases, tok, n, now_ms)
   redis.call('ZREM', leases, tok)
   redis.call('HDEL', main, tok)
-  if redis.call('HINCRBY', main, 'used', -n) <= 0 then
+  if redis.call('HINCRBY', main, 'used', int(-n)) <= 0 then
     redis.call('DEL', main, leases)
   elseif redis.call('PTTL', main) == -1 then
     -- The lease let go may have been one that never expires: the keys
     -- now live as long as the longest lease left, no longer.
-    expire_by_last(leases, now_ms, nil, nil, main, leases)
+    expire_by_last(leases, tonumber(now_ms), nil, nil, main, leases)
   end
 end
 
--- permits_and_lease drops the leases whose deadline passed by now_ms (at
--- most 100 per call, as prune_waiters does) and returns the permits the
--- rest hold, and tok's lease if it is live, else nil, in one read of the
--- main hash. A lease of tok that ran out but was left for a later call is
--- dropped too: a lease that ran out is never taken up again, not even by
--- a try sent again with its token.
+-- permits_and_lease drops the leases whose deadline passed by now_ms
+-- (server ms, a decimal string; at most 100 per call, as prune_waiters
+-- does) and returns the permits the rest hold, and tok's lease if it is
+-- live, else nil, in one read of the main hash. A lease of tok that ran
+-- out but was left for a later call is dropped too: a lease that ran out
+-- is never taken up again, not even by a try sent again with its token.
+-- Deadlines are compared with now_ms as strings (exceeds).
 local function permits_and_lease(main, leases, tok, now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now_ms), 'LIMIT', '0', '100')
+  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now_ms, 'LIMIT', '0', '100')
   for _, t in ipairs(dead) do
     local l = lease_of(main, t)
     if l then
@@ -60,7 +63,7 @@ local function permits_and_lease(main, leases, tok, now_ms)
   local used, l = tonumber(v[1] or '0'), parse_lease(v[2])
   if l then
     local deadline = redis.call('ZSCORE', leases, tok)
-    if deadline ~= 'inf' and not (deadline and tonumber(deadline) > now_ms) then
+    if deadline ~= 'inf' and not (deadline and exceeds(deadline, now_ms)) then
       drop_lease(main, leases, tok, l.n, now_ms)
       used, l = used - l.n, nil
     end
@@ -74,13 +77,12 @@ local function permits_and_lease(main, leases, tok, now_ms)
   return used, l
 end
 
--- outlive makes the two keys live at least until deadline (server ms;
--- 'inf': for ever), at now_ms. fresh says that the keys were just made
--- (no permit was held before), so have no expiry yet; otherwise one that
+-- outlive makes the two keys live at least left ms more (a decimal
+-- string; false: for ever). fresh says that the keys were just made (no
+-- permit was held before), so have no expiry yet; otherwise one that
 -- lives longer keeps its expiry (PEXPIRE GT), and one without any (a
 -- lease that never expires holds) keeps none.
-local function outlive(main, leases, deadline, now_ms, fresh)
-  local left = deadline ~= 'inf' and int(math.max(1, tonumber(deadline) - now_ms))
+local function outlive(main, leases, left, fresh)
   for _, k in ipairs({main, leases}) do
     if not left then
       redis.call('PERSIST', k)
@@ -92,28 +94,30 @@ local function outlive(main, leases, deadline, now_ms, fresh)
   end
 end
 
--- deadline_of is a lease's deadline in the leases zset for a TTL of ttl_ms
--- (0: never) from now_ms.
-local function deadline_of(ttl_ms, now_ms)
-  if ttl_ms > 0 then
-    return int(now_ms + ttl_ms)
+-- deadline_of is a lease's deadline in the leases zset for a TTL of ttl
+-- ms (a decimal string, as the caller sent it; '0': never) from now_ms
+-- (a number), and the TTL as outlive takes it.
+local function deadline_of(ttl, now_ms)
+  if ttl ~= '0' then
+    return int(now_ms + tonumber(ttl)), ttl
   end
-  return 'inf'
+  return 'inf', false
 end
 
--- add_lease records tok's lease of n permits, issued with fence (a
--- decimal string, see issue_fence) at now (µs) by a caller of the given
--- size, until deadline (see deadline_of).
-local function add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
-  local now_ms = math.floor(now / 1000)
-  redis.call('HSET', main, tok, table.concat({int(n), fence, int(now_ms), meta}, ' '), 'size', size)
-  local fresh = redis.call('HINCRBY', main, 'used', n) == tonumber(n)
+-- add_lease records tok's lease of n permits (a decimal string), issued
+-- with fence (a decimal string, see issue_fence) at now_ms (server ms, a
+-- decimal string) by a caller of the given size, until deadline, left ms
+-- from now (see deadline_of); fresh says that no permit was held before.
+local function add_lease(main, leases, tok, n, size, fence, now_ms, meta, deadline, left, fresh)
+  redis.call('HSET', main, tok, table.concat({n, fence, now_ms, meta}, ' '), 'size', size)
+  redis.call('HINCRBY', main, 'used', n)
   redis.call('ZADD', leases, deadline, tok)
-  outlive(main, leases, deadline, now_ms, fresh)
+  outlive(main, leases, left, fresh)
 end
 
--- grant_waiters hands the permits free at now (µs), used of them being in
--- use, to the live waiters in queue order, each as long as all it asks
+-- grant_waiters hands the permits free at the server's clock (µs, a
+-- decimal string: see clock_us), used of them being in use, to the live
+-- waiters in queue order, each as long as all it asks
 -- fits under its own size, and stops at the first that does not fit, so
 -- that a large request holds back those behind it and is never starved.
 -- Each granted waiter holds its lease until its liveness deadline (its
@@ -121,25 +125,26 @@ end
 -- channel (sent with publish) by "<token> <fence> <now µs>", as hand_over
 -- tells a Mutex's waiter. At most 100 per call. It returns the permits in
 -- use after the grants.
-local function grant_waiters(keys, publish, channel, now, used)
+local function grant_waiters(keys, publish, channel, clock, used)
   local main, fence_key, leases, queue, alive, wmeta = unpack(keys)
-  prune_waiters(queue, alive, wmeta, int(math.floor(now / 1000)))
-  local clock -- int(now), made for the first grant
+  local ms = string.sub(clock, 1, -4) -- the clock's ms
+  local now_ms = tonumber(ms)
+  prune_waiters(queue, alive, wmeta, ms)
   for _ = 1, 100 do
     local tok = first_waiter(queue)
     if not tok then
       break
     end
-    local n, size, meta = string.match(redis.call('HGET', wmeta, tok) or '', '^(%d+):(%d+):(.*)$')
-    n = tonumber(n)
+    local ns, size, meta = string.match(redis.call('HGET', wmeta, tok) or '', '^(%d+):(%d+):(.*)$')
+    local n = tonumber(ns)
     if not n or n > tonumber(size) - used then
       break
     end
     local deadline = redis.call('ZSCORE', alive, tok)
+    local left = int(math.max(1, tonumber(deadline) - now_ms))
     drop_waiters(queue, alive, wmeta, tok)
-    clock = clock or int(now)
     local fence = issue_fence(fence_key, clock)
-    add_lease(main, leases, tok, n, size, fence, now, meta, deadline)
+    add_lease(main, leases, tok, ns, size, fence, ms, meta, deadline, left, used == 0)
     used = used + n
     redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
   end

@@ -90,13 +90,13 @@ end
 -- now (µs), clock as a decimal string (see clock_us), and returns its
 -- fence as a decimal string: max(last + 1, now), above every fence m had
 -- before, expired or not; the clock itself when it has passed m's last
--- fence (see above). ttl is in ms, 0 for a lease that never expires. The
+-- fence (see exceeds). ttl is in ms, 0 for a lease that never expires. The
 -- expiry is rounded up to the next ms: Redis must keep the lease at least
 -- ttl.
 local function set_grant(m, tok, ttl, meta, now, clock)
   local fs = clock
   local last = redis.call('HGET', KEYS[8], m)
-  if not above(clock, last) then
+  if not exceeds(clock, last) then
     fs = int(tonumber(last) + 1)
   end
   redis.call('HSET', KEYS[8], m, fs)
@@ -189,11 +189,11 @@ end
 -- the first waiter that would take it (see set_hand_over), or to the free
 -- members; a member removed while held leaves the set instead, and its
 -- waiters are woken to learn so. It returns whether the lease was live.
--- Its expiry is compared with the clock as decimal strings (see above):
+-- Its expiry is compared with the clock as decimal strings (exceeds):
 -- the scores of held members are whole ms, or inf.
 local function set_let_go(m, tok, clock, publish, channel, starve_us)
   local e = redis.call('ZSCORE', KEYS[3], m)
-  local live = e == 'inf' or (e and above(e, string.sub(clock, 1, -4)))
+  local live = e == 'inf' or (e and exceeds(e, string.sub(clock, 1, -4)))
   local used = clock
   if e and not live then
     used = e .. '000' -- it ended at its expiry
