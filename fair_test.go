@@ -223,6 +223,7 @@ func TestFairRoundTripsBounded(t *testing.T) {
 		}()
 	}
 	waitQueued(t, f, n)
+	cnt.settle(t)
 	before := cnt.trips.Load()
 	start := time.Now()
 	h.Unlock(ctx)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -98,6 +100,25 @@ func (h *hook) count(cmd redis.Cmder) bool {
 	h.names = append(h.names, cmd.Name())
 	h.mu.Unlock()
 	return true
+}
+
+// settle waits until no round trip has been counted for 100 ms (at most
+// 5 s): a waiter that registered before its channel's subscription was
+// confirmed tries once more after subscribing (a release may have come
+// in between), and a test that counts the round trips of what follows
+// must not count that try.
+func (h *hook) settle(t *testing.T) {
+	t.Helper()
+	last := h.trips.Load()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		now := h.trips.Load()
+		if now == last {
+			return
+		}
+		last = now
+	}
+	t.Fatal("round trips still being counted after 5s")
 }
 
 // Load returns the number of commands counted.
