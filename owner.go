@@ -75,9 +75,9 @@ func waitersOf(v any) []Waiter {
 // parseAttempt reads a try script's reply: the fence (> 0) when taken,
 // else {0, ttl, holder [, server µs]}. A taken lock replies its fence
 // bare, because a table reply costs Redis 7.0 several times more to
-// send, and as the decimal string the script made it (an integer from a
-// script of an older dlock), because reading it into a number would cost
-// Redis about what a command does.
+// send, and as the decimal string the script made it, because reading it
+// into a number would cost Redis about what a command does. (An integer
+// fence is read too: no try script replies one now.)
 func parseAttempt(reply any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
@@ -123,7 +123,8 @@ func ttlOf(ms int64) time.Duration {
 }
 
 // toInt reads an integer reply, or a decimal one sent as a string (a
-// holder's fence in a refusal, as the script read it); anything else is 0.
+// fence or a server time that a script replies as it read or made it,
+// such as a holder's fence in a refusal); anything else is 0.
 func toInt(v any) int64 {
 	switch v := v.(type) {
 	case int64:

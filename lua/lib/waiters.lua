@@ -166,7 +166,8 @@ end
 -- beat_queue's 0, 0 is the same) when a try would do more: the lock is
 -- free for the waiter to take, was handed to it, or it is queued no more.
 -- It reads as a refusal whose wait is over at once, from an unknown
--- holder.
+-- holder. now is the server's time in µs, a number or a decimal string
+-- (see clock_us): the client reads either.
 local function try_now(now)
   return {0, 0, 0, now}
 end
