@@ -182,6 +182,17 @@ func mustTake(t testing.TB, ctx context.Context, acquire func(context.Context) (
 	return l
 }
 
+// checkTTL checks key's TTL: within 2 s below want (the time a test's
+// steps take), or none when want is -1.
+func checkTTL(t *testing.T, rdb *redis.Client, what, key string, want time.Duration) {
+	t.Helper()
+	const slack = 2 * time.Second
+	got := rdb.PTTL(t.Context(), key).Val()
+	if want < 0 && got != -1 || want >= 0 && (got > want || got <= want-slack) {
+		t.Errorf("%s: key %q has TTL %v, want %v", what, key, got, want)
+	}
+}
+
 // statusOf reads l's status, failing t on an error.
 func statusOf(t *testing.T, l interface {
 	Status(context.Context) (dlock.Status, error)

@@ -302,16 +302,10 @@ func TestReaderKeysLiveAsTheLongestShare(t *testing.T) {
 		}
 		return ks
 	}
-	// expect checks every reader key's TTL: within (ttl-slack, ttl], or
-	// none (ttl -1).
 	expect := func(what string, ttl time.Duration) {
 		t.Helper()
-		const slack = 2 * time.Second
 		for _, k := range readerKeys() {
-			got := rdb.PTTL(ctx, k).Val()
-			if ttl < 0 && got != -1 || ttl >= 0 && (got > ttl || got <= ttl-slack) {
-				t.Errorf("%s: key %q has TTL %v, want %v", what, k, got, ttl)
-			}
+			checkTTL(t, rdb, what, k, ttl)
 		}
 	}
 	rlock := func(opts ...dlock.LockOption) *dlock.Lease {
