@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -498,44 +497,125 @@ func TestHandOffsAcrossRestart(t *testing.T) {
 	}
 }
 
-// A release passes over a queued waiter whose liveness entry is gone
-// (something other than dlock removed it), which no prune would drop, and
-// hands the lock to the next live waiter in the same script.
-func TestHandOverPassesWaiterWithoutLiveness(t *testing.T) {
-	srv, ctx := serve(t)
-	c, rdb, _ := newClient(t, srv)
-	m := c.FairMutex("ghost")
-	held := mustTake(t, ctx, m.Lock)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	waiting := map[string]<-chan *dlock.Lease{}
-	for i, name := range []string{"B", "C"} {
-		wc, _, _ := newClient(t, srv)
-		waiting[name] = async(t, wctx, wc.FairMutex("ghost", dlock.WithMetadata(name)).Lock)
-		waitQueued(t, m, i+1)
-	}
-	k := keys.For(dlock.DefaultPrefix, keys.KindFair, "ghost")
-	toks := map[string]string{} // metadata -> token
-	meta, err := rdb.HGetAll(ctx, k.Part("wmeta")).Result()
-	if err != nil {
+// queuedKeyKind is the key kind of each of queuedKinds.
+var queuedKeyKind = map[string]string{
+	"Mutex": keys.KindMutex, "FairMutex": keys.KindFair, "RWMutex": keys.KindRW,
+	"MutexSet": keys.KindSet, "Semaphore": keys.KindSem, "Election": keys.KindElect,
+}
+
+// orphanFirstWaiter waits for the next heartbeat of the client w watches,
+// so that the steps after it run well before the one after, then removes
+// the liveness entry of the first waiter queued for the lock name of the
+// given kind, as an operator or an eviction of the liveness key alone
+// might, and returns its token.
+func orphanFirstWaiter(t *testing.T, rdb *redis.Client, w *hook, kind, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	n := w.trips.Load()
+	if err := eventually(ctx, 5*time.Second, func() error {
+		if w.trips.Load() == n {
+			return errors.New("the waiter sent no heartbeat in 5 s")
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	for tok, name := range meta {
-		toks[name] = tok
+	k := keys.For(dlock.DefaultPrefix, kind, name)
+	first, err := rdb.ZRange(ctx, k.Part("queue"), 0, 0).Result()
+	if err != nil || len(first) != 1 {
+		t.Fatalf("the first waiter: %v, %v", first, err)
 	}
-	if err := rdb.ZRem(ctx, k.Part("alive"), toks["B"]).Err(); err != nil || toks["C"] == "" {
-		t.Fatalf("waiters %v: %v", meta, err)
+	if n, err := rdb.ZRem(ctx, k.Part("alive"), first[0]).Result(); n != 1 || err != nil {
+		t.Fatalf("removing the first waiter's liveness entry: %d, %v", n, err)
 	}
-	mustUnlock(t, held)
-	if v := rdb.Get(ctx, k.Key()).Val(); !strings.HasPrefix(v, toks["C"]+" ") {
-		t.Fatalf("after the release the owner key reads %q; want it handed to C (%s)", v, toks["C"])
+	return first[0]
+}
+
+// TestWaiterWithoutLiveness: a queued waiter whose liveness entry is gone
+// (something other than dlock removed it), which no prune would drop, is
+// passed over as dead, for every queued kind: a release hands the lock to
+// the next live waiter in the same script, and a try that finds the lock
+// free takes it when nobody else waits (the Semaphore's and the MutexSet's
+// releases and every kind's try failed with a script error before). The
+// waiter passed over is not lost: its next heartbeat queues it again, and
+// it gets the lock in turn.
+func TestWaiterWithoutLiveness(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name+"/release", func(t *testing.T) {
+			srv, ctx := serve(t)
+			c, rdb, _ := newClient(t, srv)
+			held := mustTake(t, ctx, k.get(c, "ghost").Lock)
+			waiting := map[string]<-chan *dlock.Lease{}
+			hooks := map[string]*hook{}
+			for i, name := range []string{"B", "C"} {
+				wc, _, h := newClient(t, srv)
+				waiting[name], hooks[name] = async(t, ctx, k.get(wc, "ghost", dlock.WithMetadata(name)).Lock), h
+				waitQueued(t, k.get(c, "ghost"), i+1)
+			}
+			orphanFirstWaiter(t, rdb, hooks["B"], queuedKeyKind[k.name], "ghost")
+			mustUnlock(t, held)
+			select {
+			case l := <-waiting["C"]:
+				select {
+				case <-waiting["B"]:
+					t.Fatal("B holds the lock with C")
+				default:
+				}
+				mustUnlock(t, l)
+			case <-waiting["B"]:
+				t.Fatal("the lock went to B, whose liveness entry was gone, not to C")
+			case <-time.After(5 * time.Second):
+				t.Fatal("C, the first live waiter, did not get the lock")
+			}
+			select {
+			case l := <-waiting["B"]:
+				mustUnlock(t, l)
+			case <-time.After(10 * time.Second):
+				t.Fatal("B, passed over, did not get the lock once C let it go")
+			}
+		})
+		if k.name == "MutexSet" {
+			continue // a member free with a queue comes only from a release
+		}
+		t.Run(k.name+"/try", func(t *testing.T) {
+			srv, ctx := serve(t)
+			c, rdb, _ := newClient(t, srv)
+			kind := queuedKeyKind[k.name]
+			mustTake(t, ctx, k.get(c, "ghost").Lock)
+			wc, _, h := newClient(t, srv)
+			waiter := async(t, ctx, k.get(wc, "ghost", dlock.WithMetadata("B")).Lock)
+			waitQueued(t, k.get(c, "ghost"), 1)
+			orphanFirstWaiter(t, rdb, h, kind, "ghost")
+			key := keys.For(dlock.DefaultPrefix, kind, "ghost")
+			if kind != keys.KindSem {
+				// Free the lock as an expiry would, but for the waiter. (A
+				// Semaphore's try reads its first waiter while held.)
+				if err := rdb.Del(ctx, key.Key()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			try := k.get(c, "ghost").(interface {
+				TryLock(context.Context) (*dlock.Lease, error)
+			}).TryLock
+			l, err := try(ctx)
+			switch {
+			case kind == keys.KindSem && !errors.Is(err, dlock.ErrNotAcquired):
+				t.Fatalf("TryLock with the permit held: %v, want ErrNotAcquired", err)
+			case kind == keys.KindSem:
+				if err := rdb.Del(ctx, key.Key(), key.Part("leases")).Err(); err != nil {
+					t.Fatal(err)
+				}
+				l = mustTake(t, ctx, try) // B was dropped: nobody comes first
+			case err != nil:
+				t.Fatalf("TryLock on a free lock whose only waiter has no liveness entry: %v", err)
+			}
+			mustUnlock(t, l)
+			select {
+			case l := <-waiter:
+				mustUnlock(t, l)
+			case <-time.After(10 * time.Second):
+				t.Fatal("B, passed over, did not get the lock")
+			}
+		})
 	}
-	select {
-	case l := <-waiting["C"]:
-		mustUnlock(t, l)
-	case <-time.After(5 * time.Second):
-		t.Fatal("C was handed the lock but its Lock did not return")
-	}
-	cancel()
-	<-waiting["B"]
 }

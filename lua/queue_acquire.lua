@@ -59,11 +59,11 @@ if holder then
 end
 -- @helpers
 local now_ms = math.floor(now / 1000)
-local head, order
+local head, order, deadline
 if queued then
   head, order = first_waiter(KEYS[3])
 end
-head, order = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
+head, order, deadline = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
 if may_take(head, order, tok, now, tonumber(ARGV[6])) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
@@ -75,5 +75,6 @@ if join == '1' then
   join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
--- its liveness deadline.
-return {0, tonumber(redis.call('ZSCORE', KEYS[4], head)) - now_ms, 0, now}
+-- its liveness deadline (none: more than a hundred waiters had lost
+-- theirs, see live_first; the next try drops more).
+return {0, tonumber(deadline or '0') - now_ms, 0, now}

@@ -88,7 +88,8 @@ end
 local oldest, oldest_fence = first_waiter(KEYS[3])
 oldest, oldest_fence = live_first(KEYS[3], KEYS[4], KEYS[5], oldest, oldest_fence, now_ms)
 local head, order = first_waiter(KEYS[7])
-head, order = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
+local deadline
+head, order, deadline = live_first(KEYS[7], KEYS[8], KEYS[9], head, order, now_ms)
 local free = not oldest and may_take(head, order, tok, now, tonumber(ARGV[7]))
 if free and beat then
   return try_now(now)
@@ -114,5 +115,5 @@ if oldest then
   return {0, wait, oldest_fence, now}
 end
 -- Free, but another writer is first: it takes the lock, or is pruned at
--- its liveness deadline.
-return {0, tonumber(redis.call('ZSCORE', KEYS[8], head)) - now_ms, 0, now}
+-- its liveness deadline (none: see queue_acquire.lua).
+return {0, tonumber(deadline or '0') - now_ms, 0, now}

@@ -74,7 +74,9 @@ end
 -- dropped at its liveness deadline.
 local wait = -1
 if head and head ~= tok then
-  wait = tonumber(redis.call('ZSCORE', KEYS[5], head)) - now_ms
+  -- (none: more than a hundred waiters had lost theirs, see
+  -- grant_waiters; the next try drops more)
+  wait = tonumber(redis.call('ZSCORE', KEYS[5], head) or '0') - now_ms
 else
   local first = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
   if first and first ~= 'inf' then

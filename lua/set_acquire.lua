@@ -62,9 +62,9 @@ local function ahead(m)
   if not queued then
     return nil
   end
-  local w, order = set_first_for(m, tok)
+  local w, order, _, deadline = set_live_first_for(m, tok)
   if not may_take(w, order, tok, now, tonumber(ARGV[7])) then
-    return w
+    return w, deadline
   end
   return nil
 end
@@ -89,9 +89,10 @@ local function wait_for(e)
   end
   return math.max(e - now_ms, 0)
 end
--- A waiter ahead takes the member, or is pruned at its liveness deadline.
-local function behind(w, holder)
-  return refuse(tonumber(redis.call('ZSCORE', KEYS[12], w)) - now_ms, holder)
+-- A waiter ahead takes the member, or is pruned at its liveness
+-- deadline (a decimal string).
+local function behind(deadline, holder)
+  return refuse(tonumber(deadline) - now_ms, holder)
 end
 
 if want ~= '' then
@@ -102,9 +103,9 @@ if want ~= '' then
   if e and e > now_ms then
     return refuse(wait_for(e), tonumber(redis.call('HGET', KEYS[8], want) or '0'))
   end
-  local w = ahead(want)
+  local w, deadline = ahead(want)
   if w then
-    return behind(w, 0)
+    return behind(deadline, 0)
   end
   if e then
     -- Expired, but beyond what set_reclaim freed in this call.
@@ -115,11 +116,11 @@ end
 
 local m = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
 if m then
-  local w = ahead(m)
+  local w, deadline = ahead(m)
   if not w then
     return take(m)
   end
-  return behind(w, 0)
+  return behind(deadline, 0)
 end
 local wait = -1
 local first = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')

@@ -135,18 +135,25 @@ local function grant_waiters(keys, publish, channel, clock, used)
     if not tok then
       break
     end
+    local deadline = redis.call('ZSCORE', alive, tok)
     local ns, size, meta = string.match(redis.call('HGET', wmeta, tok) or '', '^(%d+):(%d+):(.*)$')
     local n = tonumber(ns)
-    if not n or n > tonumber(size) - used then
+    if not deadline or not n then
+      -- Queued with no deadline or no request dlock can read (something
+      -- else removed or wrote it): as good as dead (see live_first), and
+      -- it would hold back everyone behind it for ever. It learns so at
+      -- its next heartbeat, and queues again.
+      drop_waiters(queue, alive, wmeta, tok)
+    elseif n > tonumber(size) - used then
       break
+    else
+      local left = int(math.max(1, tonumber(deadline) - now_ms))
+      drop_waiters(queue, alive, wmeta, tok)
+      local fence = issue_fence(fence_key, clock)
+      add_lease(main, leases, tok, ns, size, fence, ms, meta, deadline, left, used == 0)
+      used = used + n
+      redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
     end
-    local deadline = redis.call('ZSCORE', alive, tok)
-    local left = int(math.max(1, tonumber(deadline) - now_ms))
-    drop_waiters(queue, alive, wmeta, tok)
-    local fence = issue_fence(fence_key, clock)
-    add_lease(main, leases, tok, ns, size, fence, ms, meta, deadline, left, used == 0)
-    used = used + n
-    redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
   end
   return used
 end

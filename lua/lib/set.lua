@@ -117,6 +117,25 @@ local function set_grant(m, tok, ttl, meta, now, clock)
   return fs
 end
 
+-- set_live_first_for returns what set_first_for(m, stop) does, and the
+-- waiter's liveness deadline (server ms, the string read), dropping on
+-- the way those queued with no deadline (as live_first in waiters.lua
+-- does): nil when none is left, or after a hundred dropped.
+local function set_live_first_for(m, stop)
+  for _ = 1, 100 do
+    local tok, order, entry = set_first_for(m, stop)
+    if not tok then
+      return nil
+    end
+    local deadline = redis.call('ZSCORE', KEYS[12], tok)
+    if deadline then
+      return tok, order, entry, deadline
+    end
+    drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
+  end
+  return nil
+end
+
 -- set_waiter splits a waiter's entry in KEYS[13] into the member it waits
 -- for ('' for any) and its metadata.
 local function set_waiter(v)
@@ -165,7 +184,7 @@ local function set_hand_over(m, clock, publish, channel, starve_us)
   local now = tonumber(clock)
   local now_ms = math.floor(now / 1000)
   prune_waiters(KEYS[11], KEYS[12], KEYS[13], string.sub(clock, 1, -4))
-  local tok, order, entry = set_first_for(m)
+  local tok, order, entry, deadline = set_live_first_for(m)
   if not tok then
     return
   end
@@ -178,7 +197,7 @@ local function set_hand_over(m, clock, publish, channel, starve_us)
   end
   -- Until the waiter's liveness deadline; at least a ms (when more dead
   -- waiters lay ahead than one prune takes, tok may be one of them).
-  local live = math.max(1, tonumber(redis.call('ZSCORE', KEYS[12], tok)) - now_ms)
+  local live = math.max(1, tonumber(deadline) - now_ms)
   drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
   local fence = set_grant(m, tok, live, meta, now, clock)
   redis.call(publish, channel, table.concat({tok, fence, clock, m}, ' '))

@@ -34,15 +34,33 @@ local function first_waiter(queue)
   return head[1], tonumber(head[2])
 end
 
--- live_first returns the first token in queue and its score once waiters
--- past their liveness deadline are pruned, given first and order, what
--- first_waiter read before (first nil: nothing queued, nothing to prune).
--- It reads the queue again only when it pruned.
+-- live_first returns the first token in queue, its score and its
+-- liveness deadline (server ms, the string read) once waiters past their
+-- deadline are pruned, given first and order, what first_waiter read
+-- before (first nil: nothing queued, nothing to prune; nil is returned).
+-- It reads the queue again only when it dropped a waiter. A first waiter
+-- with no deadline at all (something else removed it: an operator, or an
+-- eviction of the liveness key alone) is dropped as well, as good as
+-- dead, since no prune would ever drop it (it learns so at its next
+-- heartbeat, and queues again). The waiter returned may be dead still
+-- when more dead waiters lay ahead than one prune takes; and after a
+-- hundred without a deadline, it is returned with none (nil).
 local function live_first(queue, alive, wmeta, first, order, now_ms)
   if first and prune_waiters(queue, alive, wmeta, int(now_ms)) > 0 then
-    return first_waiter(queue)
+    first, order = first_waiter(queue)
   end
-  return first, order
+  for _ = 1, 100 do
+    if not first then
+      return nil
+    end
+    local deadline = redis.call('ZSCORE', alive, first)
+    if deadline then
+      return first, order, deadline
+    end
+    drop_waiters(queue, alive, wmeta, first)
+    first, order = first_waiter(queue)
+  end
+  return first, order, nil
 end
 
 -- barging reports whether a newcomer may still take a free lock ahead of
@@ -149,8 +167,9 @@ local function beat_queue(owner, v, queue, alive, wmeta, tok, live_ms, now_ms)
     -- Free: once the dead ahead are pruned, the first waiter takes the
     -- lock, or is pruned at its liveness deadline.
     local head, order = first_waiter(queue)
-    head = live_first(queue, alive, wmeta, head, order, now_ms)
-    wait = head and head ~= tok and tonumber(redis.call('ZSCORE', alive, head) or '0') - now_ms
+    local deadline
+    head, order, deadline = live_first(queue, alive, wmeta, head, order, now_ms)
+    wait = head and head ~= tok and tonumber(deadline or '0') - now_ms
     if not wait or wait <= 0 then
       return 0, 0
     end
@@ -218,18 +237,11 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   local now = tonumber(clock)
   local now_ms = math.floor(now / 1000)
   -- The lock is kept for the waiter until its liveness deadline. The dead
-  -- in the line are pruned when the first is one of them (those behind a
-  -- live first are pruned when they come first).
+  -- in the line are pruned when the first is one of them, or has no
+  -- deadline (those behind a live first are pruned when they come first).
   local deadline = redis.call('ZSCORE', alive, tok)
-  if not deadline then
-    -- Queued with no liveness deadline (something else removed it): as
-    -- good as dead, and no prune would drop it.
-    drop_waiters(queue, alive, wmeta, tok)
-    tok, order = first_waiter(queue)
-  end
   if not deadline or tonumber(deadline) <= now_ms then
-    tok, order = live_first(queue, alive, wmeta, tok, order, now_ms)
-    deadline = tok and redis.call('ZSCORE', alive, tok)
+    tok, order, deadline = live_first(queue, alive, wmeta, tok, order, now_ms)
     -- (It may have passed still when more dead waiters lay ahead than
     -- one prune takes: the lock is then free again at once.)
   end
