@@ -32,14 +32,16 @@ var (
 const aclHint = "the Redis user lacks a permission dlock needs: grant it the rules in the README's \"Least privilege\" section"
 
 // explain adds what to do to a Redis error that has an obvious remedy: an
-// ACL refusal, which Redis words as NOPERM outside scripts and as "can't
-// run this command" inside them, without naming the command.
+// ACL refusal, which Redis words as NOPERM outside scripts, and inside
+// them as "can't run this command" (7.0, without naming the command) or
+// "ACL failure in script" (7.2 and later).
 func explain(err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't run") {
+	if strings.Contains(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't run") ||
+		strings.Contains(msg, "ACL failure in script") {
 		return fmt.Errorf("%w (%s)", err, aclHint)
 	}
 	return err
