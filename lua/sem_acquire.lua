@@ -74,9 +74,16 @@ end
 -- dropped at its liveness deadline.
 local wait = -1
 if head and head ~= tok then
-  -- (none: more than a hundred waiters had lost theirs, see
-  -- grant_waiters; the next try drops more)
-  wait = tonumber(redis.call('ZSCORE', KEYS[5], head) or '0') - now_ms
+  local deadline = redis.call('ZSCORE', KEYS[5], head)
+  if deadline then
+    wait = tonumber(deadline) - now_ms
+  else
+    -- Queued with no deadline (something else removed it): as good as
+    -- dead (see grant_waiters, which leaves a first waiter that does not
+    -- fit to this check). Worth a try at once, past it.
+    drop_waiters(KEYS[4], KEYS[5], KEYS[6], head)
+    wait = 0
+  end
 else
   local first = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
   if first and first ~= 'inf' then

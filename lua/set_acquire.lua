@@ -62,7 +62,7 @@ local function ahead(m)
   if not queued then
     return nil
   end
-  local w, order, _, deadline = set_live_first_for(m, tok)
+  local w, order, _, deadline = set_first_for(m, tok)
   if not may_take(w, order, tok, now, tonumber(ARGV[7])) then
     return w, deadline
   end

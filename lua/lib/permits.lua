@@ -135,17 +135,20 @@ local function grant_waiters(keys, publish, channel, clock, used)
     if not tok then
       break
     end
-    local deadline = redis.call('ZSCORE', alive, tok)
     local ns, size, meta = string.match(redis.call('HGET', wmeta, tok) or '', '^(%d+):(%d+):(.*)$')
     local n = tonumber(ns)
-    if not deadline or not n then
-      -- Queued with no deadline or no request dlock can read (something
-      -- else removed or wrote it): as good as dead (see live_first), and
-      -- it would hold back everyone behind it for ever. It learns so at
-      -- its next heartbeat, and queues again.
-      drop_waiters(queue, alive, wmeta, tok)
-    elseif n > tonumber(size) - used then
+    if n and n > tonumber(size) - used then
       break
+    end
+    local deadline = n and redis.call('ZSCORE', alive, tok)
+    if not deadline then
+      -- Queued with a request dlock cannot read, or with no deadline
+      -- (something else wrote or removed it): as good as dead (see
+      -- live_first), and it would hold back everyone behind it for ever.
+      -- It learns so at its next heartbeat, and queues again. (A first
+      -- waiter that does not fit is checked by those behind it: see
+      -- sem_acquire.lua.)
+      drop_waiters(queue, alive, wmeta, tok)
     else
       local left = int(math.max(1, tonumber(deadline) - now_ms))
       drop_waiters(queue, alive, wmeta, tok)

@@ -117,25 +117,6 @@ local function set_grant(m, tok, ttl, meta, now, clock)
   return fs
 end
 
--- set_live_first_for returns what set_first_for(m, stop) does, and the
--- waiter's liveness deadline (server ms, the string read), dropping on
--- the way those queued with no deadline (as live_first in waiters.lua
--- does): nil when none is left, or after a hundred dropped.
-local function set_live_first_for(m, stop)
-  for _ = 1, 100 do
-    local tok, order, entry = set_first_for(m, stop)
-    if not tok then
-      return nil
-    end
-    local deadline = redis.call('ZSCORE', KEYS[12], tok)
-    if deadline then
-      return tok, order, entry, deadline
-    end
-    drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
-  end
-  return nil
-end
-
 -- set_waiter splits a waiter's entry in KEYS[13] into the member it waits
 -- for ('' for any) and its metadata.
 local function set_waiter(v)
@@ -145,9 +126,12 @@ local function set_waiter(v)
 end
 
 -- set_first_for returns the first live waiter that would take member m
--- (one waiting for m or for any member), its arrival order and its entry,
--- looking at the first 100 waiters and none from stop on; nil when there
--- is none. Dead waiters must have been pruned.
+-- (one waiting for m or for any member), its arrival order, its entry
+-- and its liveness deadline (server ms, the string read), looking at the
+-- first 100 waiters and none from stop on; nil when there is none. Dead
+-- waiters must have been pruned; one queued with no deadline at all
+-- (something else removed it) is dropped on the way, as good as dead
+-- (see live_first in waiters.lua).
 local function set_first_for(m, stop)
   local q = redis.call('ZRANGE', KEYS[11], '0', '99', 'WITHSCORES')
   if #q == 0 then
@@ -164,7 +148,11 @@ local function set_first_for(m, stop)
     end
     local want = set_waiter(entries[i])
     if want == '' or want == m then
-      return tok, tonumber(q[2 * i]), entries[i]
+      local deadline = redis.call('ZSCORE', KEYS[12], tok)
+      if deadline then
+        return tok, tonumber(q[2 * i]), entries[i], deadline
+      end
+      drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
     end
   end
   return nil
@@ -184,7 +172,7 @@ local function set_hand_over(m, clock, publish, channel, starve_us)
   local now = tonumber(clock)
   local now_ms = math.floor(now / 1000)
   prune_waiters(KEYS[11], KEYS[12], KEYS[13], string.sub(clock, 1, -4))
-  local tok, order, entry, deadline = set_live_first_for(m)
+  local tok, order, entry, deadline = set_first_for(m)
   if not tok then
     return
   end
