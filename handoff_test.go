@@ -503,32 +503,127 @@ var queuedKeyKind = map[string]string{
 	"MutexSet": keys.KindSet, "Semaphore": keys.KindSem, "Election": keys.KindElect,
 }
 
-// orphanFirstWaiter waits for the next heartbeat of the client w watches,
-// so that the steps after it run well before the one after, then removes
-// the liveness entry of the first waiter queued for the lock name of the
-// given kind, as an operator or an eviction of the liveness key alone
-// might, and returns its token.
-func orphanFirstWaiter(t *testing.T, rdb *redis.Client, w *hook, kind, name string) string {
+// firstWaiterAfterBeat waits until Redis has run a heartbeat of the first
+// waiter queued for the lock name of the given kind (its liveness
+// deadline moved), so that the steps after it run well before the next
+// one, and returns that waiter's token.
+func firstWaiterAfterBeat(t *testing.T, rdb *redis.Client, kind, name string) string {
 	t.Helper()
 	ctx := t.Context()
-	n := w.trips.Load()
-	if err := eventually(ctx, 5*time.Second, func() error {
-		if w.trips.Load() == n {
-			return errors.New("the waiter sent no heartbeat in 5 s")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	k := keys.For(dlock.DefaultPrefix, kind, name)
 	first, err := rdb.ZRange(ctx, k.Part("queue"), 0, 0).Result()
 	if err != nil || len(first) != 1 {
 		t.Fatalf("the first waiter: %v, %v", first, err)
 	}
-	if n, err := rdb.ZRem(ctx, k.Part("alive"), first[0]).Result(); n != 1 || err != nil {
-		t.Fatalf("removing the first waiter's liveness entry: %d, %v", n, err)
+	was := rdb.ZScore(ctx, k.Part("alive"), first[0]).Val()
+	if err := eventually(ctx, 5*time.Second, func() error {
+		if rdb.ZScore(ctx, k.Part("alive"), first[0]).Val() == was {
+			return errors.New("the first waiter's heartbeat did not move its deadline in 5 s")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return first[0]
+}
+
+// orphanFirstWaiter removes, right after its heartbeat (see
+// firstWaiterAfterBeat), the liveness entry of the first waiter queued for
+// the lock name of the given kind, as an operator or an eviction of the
+// liveness key alone might, and returns its token.
+func orphanFirstWaiter(t *testing.T, rdb *redis.Client, kind, name string) string {
+	t.Helper()
+	tok := firstWaiterAfterBeat(t, rdb, kind, name)
+	k := keys.For(dlock.DefaultPrefix, kind, name)
+	if n, err := rdb.ZRem(t.Context(), k.Part("alive"), tok).Result(); n != 1 || err != nil {
+		t.Fatalf("removing the first waiter's liveness entry: %d, %v", n, err)
+	}
+	return tok
+}
+
+// TestWaiterWithUnreadableEntry: a waiter first in line whose entry dlock
+// cannot read (something else wrote it: not a request, or one that can
+// never fit) would fail every release and try of a MutexSet, or hold up a
+// Semaphore's line for ever; the release drops it instead, and it queues
+// again at its next heartbeat and gets the lock.
+func TestWaiterWithUnreadableEntry(t *testing.T) {
+	for _, tc := range []struct {
+		kind, entry string
+	}{
+		{"Semaphore", "not a request"},
+		{"Semaphore", "2:1:more than its size"},
+		{"Semaphore", "0:1:no permit"},
+		{"MutexSet", "not an entry"},
+	} {
+		t.Run(tc.kind+"/"+tc.entry, func(t *testing.T) {
+			srv, ctx := serve(t)
+			c, rdb, _ := newClient(t, srv)
+			var get func(c *dlock.Client, name string, opts ...dlock.LockOption) queuedLock
+			for _, k := range queuedKinds {
+				if k.name == tc.kind {
+					get = k.get
+				}
+			}
+			held := mustTake(t, ctx, get(c, "garbled").Lock)
+			wc, _, _ := newClient(t, srv)
+			waiter := async(t, ctx, get(wc, "garbled").Lock)
+			waitQueued(t, get(c, "garbled"), 1)
+			kind := queuedKeyKind[tc.kind]
+			tok := firstWaiterAfterBeat(t, rdb, kind, "garbled")
+			k := keys.For(dlock.DefaultPrefix, kind, "garbled")
+			if err := rdb.HSet(ctx, k.Part("wmeta"), tok, tc.entry).Err(); err != nil {
+				t.Fatal(err)
+			}
+			mustUnlock(t, held)
+			select {
+			case l := <-waiter:
+				// It holds what it asked for, not what its entry said.
+				var other *dlock.Lease
+				var err error
+				switch l := get(c, "garbled").(type) {
+				case onePermit:
+					other, err = l.TryLock(ctx)
+				case oneMember:
+					other, err = l.TryAcquire(ctx)
+				}
+				if !errors.Is(err, dlock.ErrNotAcquired) {
+					t.Errorf("while the waiter holds the lock, another try got %v (err %v); want ErrNotAcquired", other != nil, err)
+				}
+				mustUnlock(t, l)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter whose entry was unreadable did not get the lock")
+			}
+		})
+	}
+}
+
+// TestReadersWithoutExpiry: read shares whose expiry entries are gone (an
+// operator, or an eviction of the expiry key) are dropped as dead by a
+// writer's try, a hundred a try, and their holders are told the shares
+// are lost; the writer then takes the lock.
+func TestReadersWithoutExpiry(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	rw := c.RWMutex("orphans")
+	shares := make([]*dlock.Lease, 150)
+	for i := range shares {
+		shares[i] = mustTake(t, ctx, rw.TryRLock)
+	}
+	if err := rdb.Del(ctx, keys.For(dlock.DefaultPrefix, keys.KindRW, "orphans").Part("rexp")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock past 150 readers without expiry: %v, want ErrNotAcquired (a hundred dropped)", err)
+	}
+	w := mustTake(t, ctx, rw.TryLock)
+	for i, l := range shares {
+		select {
+		case <-l.Lost():
+		case <-time.After(15 * time.Second):
+			t.Fatalf("read share %d not told it was lost", i)
+		}
+	}
+	mustUnlock(t, w)
 }
 
 // TestWaiterWithoutLiveness: a queued waiter whose liveness entry is gone
@@ -546,13 +641,12 @@ func TestWaiterWithoutLiveness(t *testing.T) {
 			c, rdb, _ := newClient(t, srv)
 			held := mustTake(t, ctx, k.get(c, "ghost").Lock)
 			waiting := map[string]<-chan *dlock.Lease{}
-			hooks := map[string]*hook{}
 			for i, name := range []string{"B", "C"} {
-				wc, _, h := newClient(t, srv)
-				waiting[name], hooks[name] = async(t, ctx, k.get(wc, "ghost", dlock.WithMetadata(name)).Lock), h
+				wc, _, _ := newClient(t, srv)
+				waiting[name] = async(t, ctx, k.get(wc, "ghost", dlock.WithMetadata(name)).Lock)
 				waitQueued(t, k.get(c, "ghost"), i+1)
 			}
-			orphanFirstWaiter(t, rdb, hooks["B"], queuedKeyKind[k.name], "ghost")
+			orphanFirstWaiter(t, rdb, queuedKeyKind[k.name], "ghost")
 			mustUnlock(t, held)
 			select {
 			case l := <-waiting["C"]:
@@ -582,10 +676,10 @@ func TestWaiterWithoutLiveness(t *testing.T) {
 			c, rdb, _ := newClient(t, srv)
 			kind := queuedKeyKind[k.name]
 			mustTake(t, ctx, k.get(c, "ghost").Lock)
-			wc, _, h := newClient(t, srv)
+			wc, _, _ := newClient(t, srv)
 			waiter := async(t, ctx, k.get(wc, "ghost", dlock.WithMetadata("B")).Lock)
 			waitQueued(t, k.get(c, "ghost"), 1)
-			orphanFirstWaiter(t, rdb, h, kind, "ghost")
+			b := orphanFirstWaiter(t, rdb, kind, "ghost")
 			key := keys.For(dlock.DefaultPrefix, kind, "ghost")
 			if kind != keys.KindSem {
 				// Free the lock as an expiry would, but for the waiter. (A
@@ -598,6 +692,9 @@ func TestWaiterWithoutLiveness(t *testing.T) {
 				TryLock(context.Context) (*dlock.Lease, error)
 			}).TryLock
 			l, err := try(ctx)
+			if first := rdb.ZRange(ctx, key.Part("queue"), 0, 0).Val(); slices.Contains(first, b) {
+				t.Errorf("after a try, B is first in the queue still (%v, %v)", err, first)
+			}
 			switch {
 			case kind == keys.KindSem && !errors.Is(err, dlock.ErrNotAcquired):
 				t.Fatalf("TryLock with the permit held: %v, want ErrNotAcquired", err)

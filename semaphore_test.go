@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
-	"github.com/go-dlock/dlock/internal/keys"
 )
 
 // permitSlots counts the permits held, outside Redis: a holder of n
@@ -447,29 +446,6 @@ func TestSemaphoreDeadWaiterSkipped(t *testing.T) {
 		t.Errorf("dead waiter skipped %v after the kill; liveness timeout 3s", d)
 	}
 	mustUnlock(t, l, h)
-}
-
-// TestSemaphoreUnreadableRequest: a waiter first in line whose request
-// dlock cannot read (something else wrote its entry) would hold back
-// everyone behind it for ever; a release drops it instead, and it queues
-// again at its next heartbeat and gets the permit.
-func TestSemaphoreUnreadableRequest(t *testing.T) {
-	srv, ctx := serve(t)
-	c, rdb, _ := newClient(t, srv)
-	s := c.Semaphore("garbled", 1)
-	h := mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.Acquire(ctx, 1) })
-	waiter := acquireAsync(t, ctx, s, 1)
-	waitSem(t, s, "the waiter queued", func(st dlock.Status) bool { return len(st.Waiters) == 1 })
-	k := keys.For(dlock.DefaultPrefix, keys.KindSem, "garbled")
-	tok, err := rdb.ZRange(ctx, k.Part("queue"), 0, 0).Result()
-	if err != nil || len(tok) != 1 {
-		t.Fatalf("the waiter's token: %v, %v", tok, err)
-	}
-	if err := rdb.HSet(ctx, k.Part("wmeta"), tok[0], "not a request").Err(); err != nil {
-		t.Fatal(err)
-	}
-	mustUnlock(t, h)
-	mustUnlock(t, receive(t, waiter, "the waiter whose request was unreadable"))
 }
 
 // TestSemaphoreLostOnFlush: the leases vanish; Lost() closes and Do's

@@ -75,6 +75,7 @@ if join == '1' then
   join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
--- its liveness deadline (none: more than a hundred waiters had lost
--- theirs, see live_first; the next try drops more).
-return {0, tonumber(deadline or '0') - now_ms, 0, now}
+-- its liveness deadline. Past it already (more dead waiters lay ahead
+-- than one prune takes), or none (more had lost theirs than live_first
+-- drops): worth a try at once, which drops more.
+return {0, math.max(0, tonumber(deadline or '0') - now_ms), 0, now}

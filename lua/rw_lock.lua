@@ -105,15 +105,18 @@ if not join_line() then
 end
 if oldest then
   -- Readers hold it: worth a try unasked when the first of them expires
-  -- (past it already, more expired readers than one prune takes: at
-  -- once), though the last one's release hands the lock on.
+  -- (past it already, more expired readers than one prune takes, or
+  -- more readers without an expiry than live_first drops: at once),
+  -- though the last one's release hands the lock on.
   local first = redis.call('ZRANGE', KEYS[4], '0', '0', 'WITHSCORES')[2]
   local wait = -1
-  if first ~= 'inf' then
+  if not first then
+    wait = 0
+  elseif first ~= 'inf' then
     wait = math.max(0, tonumber(first) - now_ms)
   end
   return {0, wait, oldest_fence, now}
 end
 -- Free, but another writer is first: it takes the lock, or is pruned at
--- its liveness deadline (none: see queue_acquire.lua).
-return {0, tonumber(deadline or '0') - now_ms, 0, now}
+-- its liveness deadline (see queue_acquire.lua).
+return {0, math.max(0, tonumber(deadline or '0') - now_ms), 0, now}

@@ -136,13 +136,15 @@ local function grant_waiters(keys, publish, channel, clock, used)
       break
     end
     local ns, size, meta = string.match(redis.call('HGET', wmeta, tok) or '', '^(%d+):(%d+):(.*)$')
-    local n = tonumber(ns)
-    if n and n > tonumber(size) - used then
+    local n, most = tonumber(ns), tonumber(size)
+    if n and (n < 1 or n > most) then
+      n = nil -- none, or more than its own size: dlock never asks so
+    elseif n and n > most - used then
       break
     end
     local deadline = n and redis.call('ZSCORE', alive, tok)
     if not deadline then
-      -- Queued with a request dlock cannot read, or with no deadline
+      -- Queued with a request dlock did not write, or with no deadline
       -- (something else wrote or removed it): as good as dead (see
       -- live_first), and it would hold back everyone behind it for ever.
       -- It learns so at its next heartbeat, and queues again. (A first

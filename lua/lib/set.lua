@@ -117,10 +117,14 @@ local function set_grant(m, tok, ttl, meta, now, clock)
   return fs
 end
 
--- set_waiter splits a waiter's entry in KEYS[13] into the member it waits
--- for ('' for any) and its metadata.
+-- set_waiter splits a waiter's entry in KEYS[13] (nil: none, a waiter for
+-- any member) into the member it waits for ('' for any) and its
+-- metadata; nil for an entry dlock did not write.
 local function set_waiter(v)
   local n, rest = string.match(v or '0:', '^(%d+):(.*)$')
+  if not n then
+    return nil
+  end
   n = tonumber(n)
   return string.sub(rest, 1, n), string.sub(rest, n + 1)
 end
@@ -129,9 +133,9 @@ end
 -- (one waiting for m or for any member), its arrival order, its entry
 -- and its liveness deadline (server ms, the string read), looking at the
 -- first 100 waiters and none from stop on; nil when there is none. Dead
--- waiters must have been pruned; one queued with no deadline at all
--- (something else removed it) is dropped on the way, as good as dead
--- (see live_first in waiters.lua).
+-- waiters must have been pruned; one queued with no deadline at all, or
+-- with an entry dlock cannot read (something else removed or wrote it),
+-- is dropped on the way, as good as dead (see live_first in waiters.lua).
 local function set_first_for(m, stop)
   local q = redis.call('ZRANGE', KEYS[11], '0', '99', 'WITHSCORES')
   if #q == 0 then
@@ -147,7 +151,9 @@ local function set_first_for(m, stop)
       return nil
     end
     local want = set_waiter(entries[i])
-    if want == '' or want == m then
+    if want == nil then
+      drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
+    elseif want == '' or want == m then
       local deadline = redis.call('ZSCORE', KEYS[12], tok)
       if deadline then
         return tok, tonumber(q[2 * i]), entries[i], deadline
