@@ -73,11 +73,10 @@ func (f batchForm) pack(calls []scriptCall, parts []int) ([]any, []int) {
 func renewalTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
 
 // beatTail is what a run of queue_beats.lua needs of a queued waiter's
-// heartbeat (queued.tryScript) besides its owner key: the queue's three
-// keys and the waiter's token.
-func beatTail(args []any, c scriptCall) []any {
-	return append(args, c.keys[2], c.keys[3], c.keys[4], c.args[0])
-}
+// heartbeat (queued.tryScript) besides its owner key: the waiter's token.
+// The run names the queue's three keys from the owner key, as
+// Client.queued makes them.
+func beatTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
 
 // unpackEach reads a run's reply that is already a reply per call.
 func unpackEach(reply []any, n int) ([]any, error) {

@@ -346,3 +346,18 @@ func heldAndWaitingOn(tb testing.TB, client func() redis.UniversalClient, prefix
 	}
 	return renewals, tries, beats
 }
+
+// A run of queue_beats.lua names a waiter's queue keys from its owner key
+// (see beatTail): the queued locks' keys must be named so.
+func TestBeatKeysNamedFromOwner(t *testing.T) {
+	c := New(redistest.Start(t).Client(t))
+	defer c.Close()
+	for _, k := range []kind{kindMutex, kindFair, kindElect} {
+		kl := c.queued(k, "name", nil).kl
+		for i, part := range []string{"queue", "alive", "wmeta"} {
+			if want := kl[0] + ":" + part; kl[2+i] != want {
+				t.Errorf("%s: key %d is %q, want %q", k, 2+i, kl[2+i], want)
+			}
+		}
+	}
+}

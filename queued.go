@@ -32,7 +32,9 @@ type queued struct {
 	owner
 }
 
-// queued returns the queued lock of kind k (kindMutex or kindFair).
+// queued returns the queued lock of kind k (kindMutex, kindFair or
+// kindElect). A batched heartbeat (queue_beats.lua) names the queue's
+// three keys from the owner key, as the parts here make them.
 func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
 	q := &queued{lock: newLock(c, k, name, opts, "fence", "queue", "alive", "wmeta")}
 	q.owner = owner{rdb: c.rdb, key: q.keys.Key()}

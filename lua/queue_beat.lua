@@ -11,5 +11,6 @@
 --          when free), server time in µs}, or try_now's {0, 0, 0, server
 --          time in µs}
 local now = now_us()
-local wait, fence = beat_queue(KEYS[1], redis.call('GET', KEYS[1]), KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), math.floor(now / 1000))
+local now_ms, live = math.floor(now / 1000), tonumber(ARGV[2])
+local wait, fence = beat_queue(KEYS[1], redis.call('GET', KEYS[1]), KEYS[3], KEYS[4], KEYS[5], ARGV[1], live, now_ms, int(now_ms + live))
 return {0, wait, fence, now}

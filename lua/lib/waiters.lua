@@ -99,7 +99,7 @@ end
 -- a tok already queued (see keep_place). It returns whether tok is queued.
 local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_only)
   if keep_only then
-    return keep_place(queue, alive, wmeta, tok, math.floor(now / 1000), live_ms)
+    return keep_place(queue, alive, wmeta, tok, int(math.floor(now / 1000) + live_ms), live_ms)
   end
   -- NX: a waiter queued already keeps its place.
   local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
@@ -115,12 +115,14 @@ local function join_queue(queue, alive, wmeta, tok, meta, now, live_ms, keep_onl
   return true
 end
 
--- keep_place renews the liveness deadline of tok to now_ms + live_ms, if
--- tok is queued (in alive as in queue: they change together), and returns
--- whether it is: a waiter's heartbeat (see extend_queue for the keys' expiry).
-local function keep_place(queue, alive, wmeta, tok, now_ms, live_ms)
+-- keep_place renews the liveness deadline of tok to deadline (server ms,
+-- a decimal string: now and the liveness timeout live_ms), if tok is
+-- queued (in alive as in queue: they change together), and returns
+-- whether it is: a waiter's heartbeat (see extend_queue for the keys'
+-- expiry).
+local function keep_place(queue, alive, wmeta, tok, deadline, live_ms)
   -- CH counts a score changed; 0 when tok is absent, or renewed this ms.
-  if redis.call('ZADD', alive, 'XX', 'CH', int(now_ms + live_ms), tok) == 0 and not redis.call('ZSCORE', alive, tok) then
+  if redis.call('ZADD', alive, 'XX', 'CH', deadline, tok) == 0 and not redis.call('ZSCORE', alive, tok) then
     return false
   end
   extend_queue(queue, alive, wmeta, live_ms)
@@ -148,7 +150,9 @@ end
 
 -- beat_queue is the heartbeat of tok, a waiter queued for the lock whose
 -- owner key (holding v, as read; false: free) and queue keys are given,
--- at now_ms: it renews the waiter's place (see keep_place) and tells it
+-- at now_ms, with the liveness timeout live_ms and the deadline it makes
+-- (a decimal string, made once for a batch of heartbeats, see
+-- queue_beats.lua): it renews the waiter's place (see keep_place) and tells it
 -- when to try unasked, as a refused try would (the holder's lease now
 -- runs out then: a holder that keeps renewing wakes no waiter). It takes
 -- nothing and touches no lease, so one that arrives late (sent in a
@@ -157,24 +161,26 @@ end
 -- (-1: only when woken) and the holder's fence (a decimal string; 0 when
 -- free); 0, 0 (see try_now) when a try would do more: the lock was
 -- handed to tok, or is free for it, or tok is queued no more.
-local function beat_queue(owner, v, queue, alive, wmeta, tok, live_ms, now_ms)
-  local holder, fence = holder_of(v)
-  if holder == tok then
+local function beat_queue(owner, v, queue, alive, wmeta, tok, live_ms, now_ms, deadline)
+  if held_by(v, tok) then
     return 0, 0
   end
-  local wait
-  if not holder then
+  local wait, fence
+  if v then
+    -- Held by another: its fence, read alone (see holder_of).
+    fence = string.match(v, '^%S+ (%d+) ') or '0'
+  else
     -- Free: once the dead ahead are pruned, the first waiter takes the
     -- lock, or is pruned at its liveness deadline.
     local head, order = first_waiter(queue)
-    local deadline
-    head, order, deadline = live_first(queue, alive, wmeta, head, order, now_ms)
-    wait = head and head ~= tok and tonumber(deadline or '0') - now_ms
+    local until_ms
+    head, order, until_ms = live_first(queue, alive, wmeta, head, order, now_ms)
+    wait = head and head ~= tok and tonumber(until_ms or '0') - now_ms
     if not wait or wait <= 0 then
       return 0, 0
     end
   end
-  if not keep_place(queue, alive, wmeta, tok, now_ms, live_ms) then
+  if not keep_place(queue, alive, wmeta, tok, deadline, live_ms) then
     return 0, 0
   end
   return wait or redis.call('PTTL', owner), fence or 0
