@@ -78,12 +78,25 @@ func renewalTail(args []any, c scriptCall) []any { return append(args, c.args[0]
 // Client.queued makes them.
 func beatTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
 
-// unpackEach reads a run's reply that is already a reply per call.
-func unpackEach(reply []any, n int) ([]any, error) {
-	if len(reply) != n {
+// unpackRenewals reads the reply of a run of owner_renewals.lua, the
+// places (from 1) and replies of the leases it did not extend, into the
+// reply of each renewal alone (owner_refresh.lua): 1 for every other.
+func unpackRenewals(reply []any, n int) ([]any, error) {
+	if len(reply)%2 != 0 {
 		return nil, errBadReply
 	}
-	return reply, nil
+	out := make([]any, n)
+	for i := range out {
+		out[i] = int64(1)
+	}
+	for j := 0; j < len(reply); j += 2 {
+		at, ok := reply[j].(int64)
+		if !ok || at < 1 || at > int64(n) {
+			return nil, errBadReply
+		}
+		out[at-1] = reply[j+1]
+	}
+	return out, nil
 }
 
 // unpackBeats reads the flat reply of a run of queue_beats.lua, {now,

@@ -155,7 +155,7 @@ func TestMergedRunRefusedGoesAlone(t *testing.T) {
 		t.Fatalf("an unknown command gave %v, want Redis' error", refused)
 	}
 	parts := []int{0, 1, 2}
-	if alone := split(redis.NewCmdResult(nil, refused), wire{parts: parts, unpack: unpackEach}, make([]*redis.Cmd, 3)); len(alone) != 3 {
+	if alone := split(redis.NewCmdResult(nil, refused), wire{parts: parts, unpack: unpackRenewals}, make([]*redis.Cmd, 3)); len(alone) != 3 {
 		t.Errorf("a refused run sends %v alone, want all of %v", alone, parts)
 	}
 }
@@ -358,6 +358,20 @@ func TestBeatKeysNamedFromOwner(t *testing.T) {
 			if want := kl[0] + ":" + part; kl[2+i] != want {
 				t.Errorf("%s: key %d is %q, want %q", k, 2+i, kl[2+i], want)
 			}
+		}
+	}
+}
+
+// unpackRenewals reads the places of the leases a run did not extend,
+// 1 for the rest, and refuses a reply it cannot place.
+func TestUnpackRenewals(t *testing.T) {
+	got, err := unpackRenewals([]any{int64(2), int64(0), int64(4), []any{"dlock:error", "WRONGTYPE"}}, 4)
+	if err != nil || fmt.Sprint(got) != "[1 0 1 [dlock:error WRONGTYPE]]" {
+		t.Errorf("unpackRenewals = %v, %v; want [1 0 1 [dlock:error WRONGTYPE]]", got, err)
+	}
+	for _, bad := range [][]any{{int64(1)}, {int64(0), int64(0)}, {int64(5), int64(0)}, {"1", int64(0)}} {
+		if _, err := unpackRenewals(bad, 4); !errors.Is(err, errBadReply) {
+			t.Errorf("unpackRenewals(%v) = %v, want errBadReply", bad, err)
 		}
 	}
 }

@@ -18,7 +18,7 @@ var scriptFS, _ = fs.Sub(scriptFiles, "lua")
 var lua = script.MustLibrary(scriptFS)
 
 var (
-	ownerRefresh = loadBatched("owner_refresh.lua", "owner_renewals.lua", renewalTail, unpackEach)
+	ownerRefresh = loadBatched("owner_refresh.lua", "owner_renewals.lua", renewalTail, unpackRenewals)
 	electRefresh = lua.MustLoad("owner_refresh.lua")
 	forceUnlock  = lua.MustLoad("force_unlock.lua")
 	queueAcquire = lua.MustLoad("queue_acquire.lua")

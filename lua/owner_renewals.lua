@@ -3,17 +3,19 @@
 -- counts per call, and per group of leases that share a TTL, one expiry
 -- time, computed once, and one read of their keys (see read_owners). A
 -- renewal costs Redis its PEXPIREAT (which, unlike PEXPIRE, Redis does
--- not rewrite for its replicas) and its share of the rest.
+-- not rewrite for its replicas) and its share of the rest; one that
+-- extends its lease, as nearly all do, adds nothing to the reply.
 -- KEYS[1]  the first lease's owner key (it routes the run on a Cluster)
 -- ARGV     groups of leases that share a TTL, each: the new TTL in
 --          milliseconds, the number n of its leases, their n owner keys,
 --          their n tokens (in the same order)
--- Returns  the leases' replies in order, each owner_refresh.lua's (1
---          when extended, 0 when the token no longer held it), or
---          {'dlock:error', message} when reading its key failed (see
---          replyCmd in merge.go); an error of PEXPIREAT fails the run,
---          whose calls then go alone
-local out, o = {}, 0
+-- Returns  a flat list of the leases not extended, each its place in the
+--          run (from 1, the order of ARGV) and its reply: 0 when the token
+--          no longer held it (owner_refresh.lua's), or {'dlock:error',
+--          message} when reading its key failed (see replyCmd in
+--          merge.go); every other lease was extended (1). An error of
+--          PEXPIREAT fails the run, whose calls then go alone
+local out, o, c = {}, 0, 0
 -- The expiry is the clock read now, before any lease's key, plus the TTL,
 -- plus the millisecond TIME's floor drops: so it is later than the
 -- renewal's send time plus its TTL, which is when its holder counts its
@@ -26,16 +28,16 @@ while a <= #ARGV do
   local k, t = a + 2, a + 2 + n -- the group's first key, first token
   local vals = read_owners(k, n)
   for i = 0, n - 1 do
-    local key, tok = ARGV[k + i], ARGV[t + i]
     local v = vals[i + 1]
-    o = o + 1
+    c = c + 1
     if type(v) == 'table' then
-      out[o] = {'dlock:error', v.err} -- a key of another type, or node
-    elseif held_by(v, tok) then
-      redis.call('PEXPIREAT', key, at)
-      out[o] = 1
+      out[o + 1], out[o + 2] = c, {'dlock:error', v.err} -- a key of another type, or node
+      o = o + 2
+    elseif held_by(v, ARGV[t + i]) then
+      redis.call('PEXPIREAT', ARGV[k + i], at)
     else
-      out[o] = 0
+      out[o + 1], out[o + 2] = c, 0
+      o = o + 2
     end
   end
   a = t + n
