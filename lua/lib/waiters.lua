@@ -167,8 +167,9 @@ local function beat_queue(owner, v, queue, alive, wmeta, tok, live_ms, now_ms, d
   end
   local wait, fence
   if v then
-    -- Held by another: its fence, read alone (see holder_of).
-    fence = string.match(v, '^%S+ (%d+) ') or '0'
+    -- Held by another: its fence, read alone, as holder_of reads it (0
+    -- from a value dlock did not write).
+    fence = string.match(v, '^%S+ (%d+) %d+ ') or '0'
   else
     -- Free: once the dead ahead are pruned, the first waiter takes the
     -- lock, or is pruned at its liveness deadline.
