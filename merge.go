@@ -67,16 +67,13 @@ func (f batchForm) pack(calls []scriptCall, parts []int) ([]any, []int) {
 	return args, order
 }
 
-// renewalTail is what a run of owner_renewals.lua needs of a renewal
-// (owner.renewal without an announcement) besides its owner key: its
-// token.
-func renewalTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
-
-// beatTail is what a run of queue_beats.lua needs of a queued waiter's
-// heartbeat (queued.tryScript) besides its owner key: the waiter's token.
-// The run names the queue's three keys from the owner key, as
-// Client.queued makes them.
-func beatTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
+// tokenTail is what a batched run needs of a call besides its owner key:
+// its token, the call's first argument. So it is for a renewal in a run
+// of owner_renewals.lua (owner.renewal without an announcement) and for
+// a queued waiter's heartbeat in a run of queue_beats.lua
+// (queued.tryScript), which names the queue's three keys from the owner
+// key, as Client.queued makes them.
+func tokenTail(args []any, c scriptCall) []any { return append(args, c.args[0]) }
 
 // unpackRenewals reads the reply of a run of owner_renewals.lua, the
 // places (from 1) and replies of the leases it did not extend, into the

@@ -348,7 +348,7 @@ func heldAndWaitingOn(tb testing.TB, client func() redis.UniversalClient, prefix
 }
 
 // A run of queue_beats.lua names a waiter's queue keys from its owner key
-// (see beatTail): the queued locks' keys must be named so.
+// (see tokenTail): the queued locks' keys must be named so.
 func TestBeatKeysNamedFromOwner(t *testing.T) {
 	c := New(redistest.Start(t).Client(t))
 	defer c.Close()

@@ -18,11 +18,11 @@ var scriptFS, _ = fs.Sub(scriptFiles, "lua")
 var lua = script.MustLibrary(scriptFS)
 
 var (
-	ownerRefresh = loadBatched("owner_refresh.lua", "owner_renewals.lua", renewalTail, unpackRenewals)
+	ownerRefresh = loadBatched("owner_refresh.lua", "owner_renewals.lua", tokenTail, unpackRenewals)
 	electRefresh = lua.MustLoad("owner_refresh.lua")
 	forceUnlock  = lua.MustLoad("force_unlock.lua")
 	queueAcquire = lua.MustLoad("queue_acquire.lua")
-	queueBeat    = loadBatched("queue_beat.lua", "queue_beats.lua", beatTail, unpackBeats)
+	queueBeat    = loadBatched("queue_beat.lua", "queue_beats.lua", tokenTail, unpackBeats)
 	queueRelease = lua.MustLoad("queue_release.lua")
 	queueLeave   = lua.MustLoad("queue_leave.lua")
 	queueStatus  = lua.MustLoad("queue_status.lua")

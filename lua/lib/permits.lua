@@ -143,17 +143,15 @@ local function grant_waiters(keys, publish, channel, clock, used)
       break
     end
     local deadline = n and redis.call('ZSCORE', alive, tok)
-    if not deadline then
-      -- Queued with a request dlock did not write, or with no deadline
-      -- (something else wrote or removed it): as good as dead (see
-      -- live_first), and it would hold back everyone behind it for ever.
-      -- It learns so at its next heartbeat, and queues again. (A first
-      -- waiter that does not fit is checked by those behind it: see
-      -- sem_acquire.lua.)
-      drop_waiters(queue, alive, wmeta, tok)
-    else
+    -- Granted, or dropped: queued with a request dlock did not write, or
+    -- with no deadline (something else wrote or removed it), as good as
+    -- dead (see live_first), it would hold back everyone behind it for
+    -- ever; it learns so at its next heartbeat, and queues again. (A first
+    -- waiter that does not fit is checked by those behind it: see
+    -- sem_acquire.lua.)
+    drop_waiters(queue, alive, wmeta, tok)
+    if deadline then
       local left = int(math.max(1, tonumber(deadline) - now_ms))
-      drop_waiters(queue, alive, wmeta, tok)
       local fence = issue_fence(fence_key, clock)
       add_lease(main, leases, tok, ns, size, fence, ms, meta, deadline, left, used == 0)
       used = used + n
