@@ -21,9 +21,14 @@ import (
 // DLOCK_BENCH_LEASES Mutex leases (default 10,000; TTL 10s) for
 // DLOCK_BENCH_HOLD (default 20s), on one Redis and on a 3-master Cluster,
 // and reports per second of holding the round trips and commands it sent
-// and the time Redis spent on them (INFO commandstats, every master),
 // (round trips per shard: on the Cluster, counted on each master's
-// connection), and per lease the goroutines and heap holding takes. Run it once:
+// connection), the time Redis spent running them (redis-µs/s: INFO
+// commandstats, every master) and the CPU the servers used beyond what
+// they use idle (redis-cpu-µs/s: INFO cpu, which also counts reading the
+// requests and writing the replies, and not a wait for a CPU that
+// commandstats counts when more processes than cores are busy; idle read
+// over 3 s before), and per lease the goroutines and heap holding takes.
+// Run it once:
 //
 //	go test -run '^$' -bench HoldMany -benchtime 1x -timeout 20m .
 func BenchmarkHoldMany(b *testing.B) {
@@ -60,6 +65,7 @@ func benchHoldMany(b *testing.B, rdb redis.UniversalClient, cnt *hook, masters [
 	defer c.Close()
 	ctx := context.Background()
 	for b.Loop() {
+		idle := idleCPU(b, masters)
 		leases := make([]*dlock.Lease, n)
 		var mem0, mem1 runtime.MemStats
 		runtime.GC()
@@ -77,12 +83,14 @@ func benchHoldMany(b *testing.B, rdb redis.UniversalClient, cnt *hook, masters [
 			b.Fatal(err)
 		}
 		time.Sleep(5 * time.Second) // the first renewals load the script
-		trips, cmds, usec, t0 := cnt.trips.Load(), cnt.Load(), redisMicros(b, masters), time.Now()
+		trips, cmds, usec, cpu, t0 := cnt.trips.Load(), cnt.Load(), redisMicros(b, masters), redisCPU(b, masters), time.Now()
 		time.Sleep(hold)
 		secs := time.Since(t0).Seconds()
 		b.ReportMetric(float64(cnt.trips.Load()-trips)/secs/float64(len(masters)), "rt/s/shard")
 		b.ReportMetric(float64(cnt.Load()-cmds)/secs, "cmds/s")
 		b.ReportMetric(float64(redisMicros(b, masters)-usec)/secs, "redis-µs/s")
+		b.ReportMetric(float64(redisCPU(b, masters)-cpu)/secs-idle, "redis-cpu-µs/s")
+		b.ReportMetric(idle, "redis-idle-cpu-µs/s")
 		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/float64(n), "goroutines/lease")
 		runtime.GC()
 		runtime.ReadMemStats(&mem1)
@@ -103,8 +111,8 @@ func benchHoldMany(b *testing.B, rdb redis.UniversalClient, cnt *hook, masters [
 // Mutex of its own that another client holds (with no TTL, so that only
 // the waiters cost anything), for DLOCK_BENCH_HOLD (default 20s), on one
 // Redis and on a 3-master Cluster. It reports what BenchmarkHoldMany does,
-// per waiter: round trips and commands per second, Redis time per second,
-// and the goroutines (beyond the waiter's own) and heap that waiting
+// per waiter: round trips and commands per second, Redis time and CPU
+// per second, and the goroutines (beyond the waiter's own) and heap that waiting
 // takes. Run it once:
 //
 //	go test -run '^$' -bench WaitMany -benchtime 1x -timeout 20m .
@@ -124,6 +132,7 @@ func benchWaitMany(b *testing.B, rdb, holders redis.UniversalClient, cnt *hook, 
 	defer hc.Close()
 	ctx := context.Background()
 	for b.Loop() {
+		idle := idleCPU(b, masters)
 		held := make([]*dlock.Lease, n)
 		var failed atomic.Value
 		parallel(n, func(i int) {
@@ -149,12 +158,14 @@ func benchWaitMany(b *testing.B, rdb, holders redis.UniversalClient, cnt *hook, 
 			}()
 		}
 		time.Sleep(5 * time.Second) // every waiter queued
-		trips, cmds, usec, t0 := cnt.trips.Load(), cnt.Load(), redisMicros(b, masters), time.Now()
+		trips, cmds, usec, cpu, t0 := cnt.trips.Load(), cnt.Load(), redisMicros(b, masters), redisCPU(b, masters), time.Now()
 		time.Sleep(hold)
 		secs := time.Since(t0).Seconds()
 		b.ReportMetric(float64(cnt.trips.Load()-trips)/secs/float64(len(masters)), "rt/s/shard")
 		b.ReportMetric(float64(cnt.Load()-cmds)/secs, "cmds/s")
 		b.ReportMetric(float64(redisMicros(b, masters)-usec)/secs/float64(n), "redis-µs/waiter-s")
+		b.ReportMetric((float64(redisCPU(b, masters)-cpu)/secs-idle)/float64(n), "redis-cpu-µs/waiter-s")
+		b.ReportMetric(idle, "redis-idle-cpu-µs/s")
 		b.ReportMetric(float64(runtime.NumGoroutine()-g0-n)/float64(n), "goroutines/waiter")
 		runtime.GC()
 		runtime.ReadMemStats(&mem1)
@@ -176,6 +187,25 @@ func redisMicros(b *testing.B, servers []*redistest.Server) (total int64) {
 		total += commandMicros(b, s.Client(b))
 	}
 	return total
+}
+
+// redisCPU sums the CPU time every server has used, in µs (see
+// redistest.CPUMicros).
+func redisCPU(b *testing.B, servers []*redistest.Server) (total int64) {
+	for _, s := range servers {
+		total += redistest.CPUMicros(b, s.Client(b))
+	}
+	return total
+}
+
+// idleCPU is the CPU time, in µs per second, the servers use on their own
+// (their timers; on a Cluster, the nodes' gossip), read over 3 s in
+// which nothing is sent to them, so that it can be told from the work a
+// benchmark sends.
+func idleCPU(b *testing.B, servers []*redistest.Server) float64 {
+	cpu, t0 := redisCPU(b, servers), time.Now()
+	time.Sleep(3 * time.Second)
+	return float64(redisCPU(b, servers)-cpu) / time.Since(t0).Seconds()
 }
 
 // envInt reads a positive integer setting from the environment, or def.

@@ -55,6 +55,26 @@ func TestStartCountedCountsInstructions(t *testing.T) {
 	}
 }
 
+// TestCPUMicrosCountsTheServersWork checks that CPUMicros grows by what a
+// script that keeps Redis busy costs, and by no more than the time that
+// passed.
+func TestCPUMicrosCountsTheServersWork(t *testing.T) {
+	s := Start(t)
+	rdb := s.Client(t)
+	ctx := context.Background()
+	before, t0 := CPUMicros(t, rdb), time.Now()
+	busy := redis.NewScript("local n, i = tonumber(ARGV[1]), 0 while i < n do i = i + 1 end return i")
+	if err := busy.Run(ctx, rdb, nil, 10_000_000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	used, elapsed := CPUMicros(t, rdb)-before, time.Since(t0).Microseconds()
+	ran := CommandMicros(t, rdb, "evalsha", "eval")
+	// Ten million steps of Lua take Redis some tens of milliseconds.
+	if used < 10_000 || used > elapsed+50_000 {
+		t.Fatalf("CPUMicros grew by %d µs over a script that ran %d µs, in %d µs; want at least 10,000 and at most the time that passed", used, ran, elapsed)
+	}
+}
+
 func TestKill(t *testing.T) {
 	s := Start(t)
 	rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })

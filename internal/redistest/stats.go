@@ -39,3 +39,30 @@ func CommandMicros(t testing.TB, rdb *redis.Client, names ...string) int64 {
 	}
 	return total
 }
+
+// CPUMicros returns the CPU time rdb's server process has used, user and
+// system together, in microseconds, from INFO cpu. Unlike a command's time
+// in commandstats (wall time from its start to its end), it does not count
+// the time the server waited for a CPU while another process ran: on a
+// machine with fewer cores than busy processes, that wait lands in
+// whichever command was running, the longer ones most.
+func CPUMicros(t testing.TB, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for line := range strings.Lines(info) {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name != "used_cpu_sys" && name != "used_cpu_user" {
+			continue
+		}
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("INFO cpu %s: %v", name, err)
+		}
+		total += secs
+	}
+	return int64(total * 1e6)
+}
