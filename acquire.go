@@ -154,13 +154,19 @@ func (a *acquisition) info() LockInfo {
 
 // grant makes the lease of a successful try sent at sent under ctx, which
 // Redis keeps for held from then (see newLease): named for the MutexSet
-// member it took, or else for the lock.
-func (a *acquisition) grant(ctx context.Context, tok string, r attempt, sent time.Time, held time.Duration) *Lease {
+// member it took, or else for the lock. handed tells that a release may
+// have handed the lock to tok: Redis then keeps it until the hand-off
+// window ends (see handOff), longer than a TTL under that window, and the
+// lease's first renewal, due whether or not it renews itself, brings it
+// back to the TTL.
+func (a *acquisition) grant(ctx context.Context, tok string, r attempt, sent time.Time, held time.Duration, handed bool) *Lease {
 	var hk *hooked
 	if h := a.lock.c.hooks; h != nil {
 		hk = &hooked{h: h, ctx: context.WithoutCancel(ctx), info: LeaseInfo{LockInfo: a.info(), Member: r.member, Fence: r.fence}, since: time.Now()}
 	}
-	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent, held, hk)
+	ttl := a.lock.cfg.ttl
+	first := held < ttl || handed && ttl < a.handOff()
+	return newLease(a.lock.c, cmp.Or(r.member, a.lock.name), tok, r.fence, a.ops(r), a.lock.cfg, sent, held, first, hk)
 }
 
 // acquire takes the lock: once if !block, else waiting until it is
@@ -213,7 +219,7 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 		c.giveUp(ctx, a, tok, nil, true)
 		return nil, a.failed(ctx, errLate)
 	case r.ok:
-		return a.grant(ctx, tok, r, sent, a.lock.cfg.ttl), nil
+		return a.grant(ctx, tok, r, sent, a.lock.cfg.ttl, false), nil
 	}
 	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }

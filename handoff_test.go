@@ -199,6 +199,71 @@ func TestHandOffInOneMessage(t *testing.T) {
 	}
 }
 
+// TestShortHandOffEndsWithItsTTL: a release that hands the lock to a
+// waiter keeps it for the waiter's liveness timeout (3s) until the
+// waiter's first renewal sets its TTL. With a TTL under that and no
+// automatic renewals, that first renewal is still sent, whether the
+// waiter learns of the hand-off from its message or, the message lost,
+// from a try that finds the lock held for it: a holder that then stops
+// (renews nothing, never unlocks) keeps others out for about its TTL,
+// and the lock is free once its lease is lost, not seconds later.
+func TestShortHandOffEndsWithItsTTL(t *testing.T) {
+	for _, k := range queuedKinds {
+		for _, dropped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/message-lost=%v", k.name, dropped), func(t *testing.T) {
+				srv, ctx := serve(t)
+				name := "short-" + marker()
+				p, waiterC, holderC := proxied(t, srv)
+				const ttl = 400 * time.Millisecond
+				lock := k.get(holderC, name)
+				h := mustTake(t, ctx, lock.Lock)
+				got := make(chan *dlock.Lease, 1)
+				go func() {
+					l, err := k.get(waiterC, name, dlock.WithTTL(ttl), dlock.WithAutoRefresh(false)).Lock(ctx)
+					if err != nil {
+						t.Error(err)
+					}
+					got <- l
+				}()
+				waitQueued(t, lock, 1)
+				waitSubscribed(t, srv.Client(t), name)
+				time.Sleep(100 * time.Millisecond) // the confirmation reaches the waiter's client; a Mutex's first waiter has waited over 1ms
+				var lost <-chan struct{}
+				if dropped {
+					lost = p.DropPushed(name)
+				}
+				mustUnlock(t, h)
+				if lost != nil {
+					select {
+					case <-lost:
+					case <-time.After(5 * time.Second):
+						t.Fatal("the proxy lost no message")
+					}
+				}
+				l := <-got
+				if l == nil {
+					return
+				}
+				select {
+				case <-l.Lost():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("a lease of TTL %v, not renewed, still not lost after 5s", ttl)
+				}
+				at := time.Now()
+				err := eventually(ctx, time.Second, func() error {
+					if st := statusOf(t, lock); st.Held {
+						return fmt.Errorf("still held %v after its lease of TTL %v was lost (TTL left %v)", time.Since(at), ttl, st.TTL)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
 // TestHandOffFromLastReader: the last reader's release hands an RWMutex
 // to the first waiting writer, in either mode, with the message that
 // wakes it: the writer sends no try of its own.

@@ -59,12 +59,15 @@ var errGone = errors.New("lease gone")
 
 // newLease starts watching, for the client c, a lease that Redis keeps for
 // at least held from sent: from the acquiring request's send time, the
-// lock's TTL. A lease handed over by a release is held for less until its
-// first renewal, due a third of the way to the end of that hold, so a
-// lease released sooner costs no renewal (see waiting.handedOver).
+// lock's TTL. With first, its first renewal is due a third of the way to
+// the end of that hold whether or not the lease renews itself (see
+// watchdog.StartRenewing): a lease handed over by a release is held for
+// less than its TTL until then, or, with a TTL under the hand-off window,
+// for longer (see acquisition.grant). A lease released sooner costs no
+// renewal (see waiting.handedOver).
 //
 // hk, if not nil, calls the client's hooks for the lease.
-func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration, hk *hooked) *Lease {
+func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration, first bool, hk *hooked) *Lease {
 	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), c: c, hooked: hk}
 	if cfg.ttl == 0 {
 		return l
@@ -84,7 +87,7 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		wdc.Drift = d.drift
 		deadline = deadline.Add(-d.drift(held))
 	}
-	if held < cfg.ttl {
+	if first {
 		l.wd = l.c.renewals.StartRenewing(wdc, deadline)
 	} else {
 		l.wd = l.c.renewals.Start(wdc, deadline)

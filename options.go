@@ -104,7 +104,9 @@ func WithNoExpiry() LockOption {
 // finds it gone, or a margin before the TTL since the last renewal that
 // succeeded runs out while Redis is unreachable. Off, the holder must
 // call Refresh itself, and Lost() closes a margin before the TTL since
-// the last renewal runs out.
+// the last renewal runs out. (A lease that a release handed over is
+// renewed once, off or on: Redis keeps it for the hand-off window, which
+// may be shorter or longer than its TTL, until a renewal sets the TTL.)
 func WithAutoRefresh(on bool) LockOption {
 	return func(c *lockConfig) {
 		c.autoRefresh = on

@@ -106,7 +106,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		s.trouble = errLate
 		return nil, 0, nil
 	case err == nil && r.ok:
-		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl), 0, nil
+		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl, s.b != nil), 0, nil
 	case err == nil:
 		s.woken, s.backoff = false, 0
 		if s.b == nil && s.a.queues() {
@@ -158,7 +158,7 @@ func (s *waiting) handedOver(ctx context.Context) *Lease {
 	if !time.Now().Before(watchdog.Deadline(s.refused, held)) {
 		return nil
 	}
-	return s.a.grant(ctx, s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held)
+	return s.a.grant(ctx, s.tok, attempt{ok: true, fence: fence, member: member}, s.refused, held, true)
 }
 
 // beaten reads a heartbeat's reply, and returns how long to sleep on

@@ -28,8 +28,8 @@ func (lp *Loop) Start(cfg Config, deadline time.Time) *Watchdog {
 	return lp.start(cfg, deadline, false)
 }
 
-// StartRenewing is Start for a lease whose deadline was reckoned from a
-// hold shorter than cfg.TTL: see the function StartRenewing.
+// StartRenewing is Start for a lease that Redis keeps for other than
+// cfg.TTL until it is renewed: see the function StartRenewing.
 func (lp *Loop) StartRenewing(cfg Config, deadline time.Time) *Watchdog {
 	return lp.start(cfg, deadline, true)
 }

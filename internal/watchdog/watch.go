@@ -20,14 +20,15 @@ type watch struct {
 	inflight  *renewal
 	queued    []request // Refresh calls waiting for the renewal in flight
 	index     int       // in the loop's heap; -1 once the watch ended
-	// first is set until the first renewal of a lease held for less than
-	// its TTL (see StartRenewing) succeeds: it is sent, Auto or not.
+	// first is set until the first renewal of a lease that Redis keeps
+	// for other than its TTL (see StartRenewing) succeeds: it is sent,
+	// Auto or not.
 	first bool
 }
 
 // newWatch is the state of a lease that must be declared lost at
-// deadline unless renewed, and first (see StartRenewing) when that
-// deadline was reckoned from a hold shorter than the TTL. Its first
+// deadline unless renewed, and first (see StartRenewing) when Redis keeps
+// it for other than the TTL until then. Its first
 // renewal is due a third of the way to the deadline: a TTL/3 after the
 // acquiring request was sent, or, with first, a third of the time left.
 func newWatch(d *Watchdog, deadline time.Time, first bool) *watch {

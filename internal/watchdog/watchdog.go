@@ -106,8 +106,10 @@ func Start(cfg Config, deadline time.Time) *Watchdog {
 	return defaultLoop.Start(cfg, deadline)
 }
 
-// StartRenewing is Start for a lease whose deadline was reckoned from a
-// hold shorter than cfg.TTL (a lock handed over to a waiter): its first
+// StartRenewing is Start for a lease that Redis keeps for other than
+// cfg.TTL until it is renewed (a lock handed over to a waiter, held for
+// the hand-off window: its deadline reckoned from a hold shorter than
+// cfg.TTL, or its key kept past a shorter cfg.TTL): its first
 // renewal, to cfg.TTL, is sent with or without Auto, a third of the way
 // from now to deadline, and retried as automatic renewals are until it
 // succeeds; without Auto, none follows. A lease stopped before then costs
