@@ -170,6 +170,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	case err != nil:
 		return fmt.Errorf("dlock: proclaim in election %q: %w", l.name, explain(err))
 	case !ok:
+		if l.wd != nil {
+			l.wd.Stop() // nothing left to renew
+		}
 		l.markLost(LostGone)
 		return fmt.Errorf("%w: no longer leader of election %q", ErrLost, l.name)
 	}

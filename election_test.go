@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -71,8 +72,15 @@ func TestElectionLeader(t *testing.T) {
 // fails with ErrLost.
 func TestElectionProclaim(t *testing.T) {
 	srv, ctx := serve(t)
-	c, rdb, _ := newClient(t, srv)
-	e := c.Election("svc", dlock.WithMetadata("keep me"))
+	var renewals atomic.Int64
+	c, rdb, _ := newClient(t, srv, dlock.WithHooks(dlock.Hooks{
+		RenewStart: func(ctx context.Context, _ dlock.LeaseInfo, _ bool) context.Context {
+			renewals.Add(1)
+			return ctx
+		},
+	}))
+	const ttl = 900 * time.Millisecond // renewed every 150 to 300ms
+	e := c.Election("svc", dlock.WithMetadata("keep me"), dlock.WithTTL(ttl))
 	lead, err := e.Campaign(ctx, "v1")
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +117,12 @@ func TestElectionProclaim(t *testing.T) {
 	case <-lead.Lost():
 	default:
 		t.Error("Lost() not closed by a Proclaim that found the leadership gone")
+	}
+	// Nothing is left to renew.
+	before := renewals.Load()
+	time.Sleep(ttl)
+	if n := renewals.Load() - before; n != 0 {
+		t.Errorf("%d renewals of a leadership a Proclaim found gone; want none", n)
 	}
 
 	again, err := e.TryCampaign(ctx, "v4")

@@ -12,9 +12,12 @@ import (
 // Observe returns a channel that receives who leads the election: the
 // current leader first (nothing while nobody leads), then every change:
 // a new term, a new value (see Leadership.Proclaim), and the zero Leader
-// when a term ends with nobody next. It never sends an older term after
-// a newer one, and a receiver that falls behind gets the latest state,
-// the ones in between skipped. The channel closes when ctx ends or the
+// when a term ends with nobody next: a resignation with nobody waiting,
+// or a lease that ran out (a dead leader's waiting heir takes the term
+// only after that). A term handed to a campaigner that has just died or
+// given up is shown until it lets it go or its liveness runs out (at most
+// 3s). It never sends an older term after a newer one, and a receiver
+// that falls behind gets the latest state, the ones in between skipped. The channel closes when ctx ends or the
 // Client is closed; on a Redlock client, or for a bad name, it is closed
 // at once, and when Redis refuses for good to announce or tell the
 // leader (a user whose ACL lacks the channel or the script) as soon as
