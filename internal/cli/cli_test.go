@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func spawn(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "DLOCK_REDIS=redis://"+srv.Addr())
+	// A session of its own, with no controlling terminal, as under cron:
+	// the same whether the tests run at a terminal or not (see group).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd
 }
 
@@ -431,5 +435,25 @@ rm $mine`
 	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 1 || sts[0]["kind"] != "semaphore" ||
 		sts[0]["size"] != 3.0 || sts[0]["in_use"] != 3.0 {
 		t.Errorf("list --json jobs: %s", out)
+	}
+}
+
+// A flag put after the lock's name is a usage error, found before the
+// lock is taken, not a command that cannot start once it is.
+func TestFlagAfterNameRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, args := range [][]string{
+		{"run", "late-flag", "-w", "1s", "--", "true"},
+		{"set", "run", "late-flag", "-n", "--", "true"},
+	} {
+		code, _, stderr := dl(t, srv, args...)
+		if code != 2 || !strings.Contains(stderr, "flags go before the name") {
+			t.Errorf("%q: exit %d, %q; want 2 and a word on where flags go", args, code, stderr)
+		}
+	}
+	// After "--", a command may start with "-".
+	if code, _, stderr := dl(t, srv, "run", "dash", "--", "-no-such-command"); code != 127 {
+		t.Errorf("run dash -- -no-such-command: exit %d, %q; want 127 (cannot run it)", code, stderr)
 	}
 }

@@ -1,38 +1,67 @@
 package cli
 
 import (
-	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
-
-	"golang.org/x/term"
 )
 
-// group is the command dlock runs and the processes it starts. Run from a
-// script or cron (stdin not a terminal), the command gets a process group
-// of its own, so that signals reach everything it started, and nothing it
-// started outlives the lock. Run at a terminal, it stays in dlock's group,
-// the terminal's foreground group, so that it can read the terminal: the
-// terminal then delivers Ctrl-C to it directly, and dlock does not
-// deliver it a second time; signals from dlock reach the command only.
+// group is the command dlock runs and the processes it starts. Where
+// dlock has no controlling terminal (cron, systemd, ssh without -t), the
+// command gets a process group of its own, so that signals reach
+// everything it started, and nothing it started outlives the lock. In a
+// terminal's session it stays in dlock's group: in a group of its own it
+// would be a background job of that terminal, which stops it when it
+// reads the terminal (a prompt on /dev/tty, even with stdin a pipe),
+// leaving dlock holding the lock for it for ever. There the terminal
+// delivers Ctrl-C to the command directly, and dlock does not deliver it
+// a second time; signals from dlock reach the command only. Either way the
+// command is killed if dlock dies without stopping it (see dieWithParent).
 type group struct {
 	cmd *exec.Cmd
 	own bool // the command leads a process group of its own
 }
 
-func newGroup(cmd *exec.Cmd, stdin io.Reader) *group {
-	g := &group{cmd: cmd, own: !isTerminal(stdin)}
-	if g.own {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	}
+func newGroup(cmd *exec.Cmd) *group {
+	g := &group{cmd: cmd, own: !hasTerminal()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: g.own}
+	dieWithParent(cmd.SysProcAttr)
 	return g
 }
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+// hasTerminal reports whether dlock has a controlling terminal.
+func hasTerminal() bool {
+	f, err := os.Open("/dev/tty")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// start starts the command and returns a channel that receives its Wait's
+// result. The signal the command gets when its parent dies (see
+// dieWithParent) comes when the thread that started it ends, not the
+// process: it is started on a thread kept for it until it exits.
+func (g *group) start() (<-chan error, error) {
+	started, exited := make(chan error, 1), make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, once the
+		// command has exited.
+		runtime.LockOSThread()
+		if err := g.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- g.cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return exited, nil
 }
 
 // signal sends sig to the command's group, or to the command alone.

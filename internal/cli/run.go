@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,17 +60,25 @@ func (o *holdOpts) lockOptions() []dlock.LockOption {
 	return []dlock.LockOption{dlock.WithTTL(o.ttl), dlock.WithMetadata(o.metadata)}
 }
 
-// splitCommand splits NAME [--] COMMAND [ARGS...]. Flags stop at NAME, so
-// a "--" after it arrives here.
-func splitCommand(args []string) (name string, argv []string, ok bool) {
+// splitCommand splits NAME [--] COMMAND [ARGS...], or returns a usage
+// error that gives synopsis. Flags stop at NAME, so a "--" after it
+// arrives here; so does a flag put after NAME, which is refused before
+// the lock is taken rather than run as the command.
+func splitCommand(args []string, synopsis string) (name string, argv []string, err error) {
 	if len(args) < 2 {
-		return "", nil, false
+		return "", nil, usage("usage: %s", synopsis)
 	}
 	name, argv = args[0], args[1:]
-	if argv[0] == "--" {
+	switch {
+	case argv[0] == "--":
 		argv = argv[1:]
+	case strings.HasPrefix(argv[0], "-"):
+		return "", nil, usage("%s after %s: flags go before the name (%s); a command whose name starts with - goes after --", argv[0], name, synopsis)
 	}
-	return name, argv, len(argv) > 0
+	if len(argv) == 0 {
+		return "", nil, usage("usage: %s", synopsis)
+	}
+	return name, argv, nil
 }
 
 func defaultMetadata() string {
@@ -115,9 +124,9 @@ Flags go before NAME; everything after NAME is the command.`,
 			if shared && fair {
 				return usage("--shared and --fair exclude each other")
 			}
-			name, argv, ok := splitCommand(args)
-			if !ok {
-				return usage("usage: dlock run [flags] NAME -- COMMAND [ARGS...]")
+			name, argv, err := splitCommand(args, "dlock run [flags] NAME -- COMMAND [ARGS...]")
+			if err != nil {
+				return err
 			}
 			c, done, err := e.connect(cmd.Context())
 			if err != nil {
@@ -207,20 +216,20 @@ func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) er
 	child.Stdin, child.Stdout, child.Stderr = e.stdin, e.stdout, e.stderr
 	child.Env = append(os.Environ(), t.env(lease)...)
 	child.Env = append(child.Env, "DLOCK_FENCE="+strconv.FormatUint(lease.Fence(), 10))
-	g := newGroup(child, e.stdin)
-	if err := child.Start(); err != nil {
+	g := newGroup(child)
+	exited, err := g.start()
+	if err != nil {
 		e.unlock(lease, held)
 		return &ExitError{Code: 127, Err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
 	}
 	command := printable(argv[0])
 	e.verbosef("started %s (pid %d)", command, child.Process.Pid)
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
 
 	var (
-		lost bool
-		kill <-chan time.Time
-		werr error
+		lost  bool
+		lostc = lease.Lost() // nil once taken in: a closed channel is always ready
+		kill  <-chan time.Time
+		werr  error
 	)
 supervise:
 	for {
@@ -231,18 +240,17 @@ supervise:
 			if g.forward(s.(syscall.Signal)) {
 				e.verbosef("passed signal %v on to %s", s, command)
 			}
-		case <-lease.Lost():
+		case <-lostc:
+			lostc = nil
 			select {
 			case werr = <-exited: // it finished in time after all
 				break supervise
 			default:
 			}
-			if !lost {
-				lost = true
-				fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", t.what, argv[0], o.killAfter)
-				g.signal(syscall.SIGTERM)
-				kill = time.After(o.killAfter)
-			}
+			lost = true
+			fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", t.what, argv[0], o.killAfter)
+			g.signal(syscall.SIGTERM)
+			kill = time.After(o.killAfter)
 		case <-kill:
 			e.verbosef("%s still runs %v after SIGTERM; sending SIGKILL", command, o.killAfter)
 			g.signal(syscall.SIGKILL)

@@ -120,9 +120,9 @@ exits. Flags and exit statuses are those of "dlock run".`,
 			if err := o.check(); err != nil {
 				return err
 			}
-			name, argv, ok := splitCommand(args)
-			if !ok {
-				return usage("usage: dlock set run [flags] SET -- COMMAND [ARGS...]")
+			name, argv, err := splitCommand(args, "dlock set run [flags] SET -- COMMAND [ARGS...]")
+			if err != nil {
+				return err
 			}
 			c, done, err := e.connect(cmd.Context())
 			if err != nil {

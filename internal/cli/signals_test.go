@@ -183,3 +183,70 @@ func TestStatusTableSetWaiters(t *testing.T) {
 		t.Errorf("status JSON does not say which member the waiter waits for")
 	}
 }
+
+// waitGone waits up to 5s for pid to stop running.
+func waitGone(t *testing.T, pid int, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !alive(pid) {
+			return
+		}
+	}
+	t.Errorf("process %d still runs 5s after %s", pid, why)
+}
+
+// A dlock killed outright (SIGKILL, the OOM killer) can neither stop its
+// command nor renew the lock: the command dies with it, rather than run
+// on into the time the lock may be someone else's.
+func TestKilledDlockTakesItsCommand(t *testing.T) {
+	srv := redistest.Start(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := spawn(t, srv, "run", "killed", "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, srv, "killed")
+	child := pidOf(t, pidFile)
+	defer syscall.Kill(child, syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitGone(t, child, "dlock was killed")
+}
+
+// cpuTicks is the CPU time pid has used, user and system, in clock ticks
+// (a hundredth of a second on Linux).
+func cpuTicks(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// utime and stime are the 12th and 13th fields after the command name.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return ut + st
+}
+
+// After a lost lease, a command that ignores SIGTERM is given
+// --kill-after before SIGKILL: dlock waits it out asleep, not spinning on
+// the lost lease.
+func TestLostLeaseWaitsAsleep(t *testing.T) {
+	srv := redistest.Start(t)
+	cmd := spawn(t, srv, "run", "--ttl", "1s", "--kill-after", "3s", "asleep", "--",
+		"sh", "-c", `trap "" TERM; while :; do sleep 0.2; done`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, srv, "asleep")
+	srv.Client(t).FlushAll(context.Background())
+	time.Sleep(time.Second) // a renewal, due every TTL/3 at most, finds the lease gone
+	before := cpuTicks(t, cmd.Process.Pid)
+	time.Sleep(1500 * time.Millisecond)
+	if used := cpuTicks(t, cmd.Process.Pid) - before; used > 40 {
+		t.Errorf("dlock used %d ticks of CPU in 1.5s while waiting to kill its command; want it asleep", used)
+	}
+	if code := exitOf(cmd.Wait()); code != 75 {
+		t.Errorf("dlock exited %d; want 75, the lease lost", code)
+	}
+}
