@@ -302,3 +302,76 @@ func queueForever() int {
 	fmt.Fprintln(os.Stderr, "queueForever: Lock returned", err)
 	return 1
 }
+
+// TestShortLeasesLastTheirTTL: a read share, a Semaphore lease, a MutexSet
+// member and a Mutex last on the server at least their TTL from the try
+// that took them, however near
+// the end of a millisecond it ran: nobody else gets in while the holder
+// may still count on it (its Lost() closes a quarter of a 1ms TTL early).
+func TestShortLeasesLastTheirTTL(t *testing.T) {
+	const ttl, rounds = time.Millisecond, 2000
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	short := []dlock.LockOption{dlock.WithTTL(ttl), dlock.WithAutoRefresh(false)}
+	for _, k := range []struct {
+		name          string
+		first, second func(name string) (*dlock.Lease, error)
+	}{
+		{"RWMutex",
+			func(name string) (*dlock.Lease, error) { return c.RWMutex(name, short...).TryRLock(ctx) },
+			func(name string) (*dlock.Lease, error) { return c.RWMutex(name).TryLock(ctx) }},
+		{"Semaphore",
+			func(name string) (*dlock.Lease, error) { return c.Semaphore(name, 1, short...).TryAcquire(ctx, 1) },
+			func(name string) (*dlock.Lease, error) { return c.Semaphore(name, 1).TryAcquire(ctx, 1) }},
+		{"MutexSet",
+			func(name string) (*dlock.Lease, error) {
+				s := c.MutexSet(name, short...)
+				if err := s.Add(ctx, "only"); err != nil {
+					return nil, err
+				}
+				return s.TryAcquire(ctx)
+			},
+			func(name string) (*dlock.Lease, error) { return c.MutexSet(name).TryAcquire(ctx) }},
+		{"Mutex",
+			func(name string) (*dlock.Lease, error) { return c.Mutex(name, short...).TryLock(ctx) },
+			func(name string) (*dlock.Lease, error) { return c.Mutex(name).TryLock(ctx) }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			early, worst, taken := 0, time.Duration(0), 0
+			for i := range rounds {
+				name := fmt.Sprint("short-", i)
+				sent := time.Now()
+				l, err := k.first(name)
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					continue // its reply came too late for so short a lease
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				taken++
+				for {
+					next, err := k.second(name)
+					if err == nil {
+						// Taken by now at the latest: before the first
+						// holder's count of its TTL ran out is too early.
+						if in := time.Since(sent); in < ttl*3/4 {
+							early, worst = early+1, max(worst, ttl*3/4-in)
+						}
+						mustUnlock(t, next)
+						break
+					}
+					if !errors.Is(err, dlock.ErrNotAcquired) {
+						t.Fatal(err)
+					}
+				}
+				_ = l.Unlock(ctx) // gone by now
+			}
+			if taken < rounds/4 {
+				t.Fatalf("only %d of %d leases of %v taken: their replies came too late", taken, rounds, ttl)
+			}
+			if early > 0 {
+				t.Errorf("in %d of %d rounds another took the lock while a %v lease could still be counted on (at worst %v before)", early, taken, ttl, worst)
+			}
+		})
+	}
+}

@@ -9,7 +9,8 @@ prune_waiters(KEYS[3], KEYS[4], KEYS[5], int(now_ms))
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   return 0
 end
-local deadline = int(now_ms + tonumber(ARGV[2]))
+local ms = tonumber(ARGV[2]) + 1 -- as rw_rlock.lua's
+local deadline = int(now_ms + ms)
 redis.call('ZADD', KEYS[4], 'XX', deadline, ARGV[1])
-expire_by_last(KEYS[4], now_ms, deadline, ARGV[2], KEYS[3], KEYS[4], KEYS[5])
+expire_by_last(KEYS[4], now_ms, deadline, int(ms), KEYS[3], KEYS[4], KEYS[5])
 return 1

@@ -9,7 +9,7 @@ local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not deadline or (deadline ~= 'inf' and tonumber(deadline) <= now_ms) or not lease_of(KEYS[1], ARGV[1]) then
   return 0
 end
-local later = int(now_ms + tonumber(ARGV[2]))
+local later, left = deadline_of(ARGV[2], now_ms)
 redis.call('ZADD', KEYS[3], 'XX', later, ARGV[1])
-outlive(KEYS[1], KEYS[3], ARGV[2], false)
+outlive(KEYS[1], KEYS[3], left, false)
 return 1

@@ -96,10 +96,18 @@ end
 
 -- deadline_of is a lease's deadline in the leases zset for a TTL of ttl
 -- ms (a decimal string, as the caller sent it; '0': never) from now_ms
--- (a number), and the TTL as outlive takes it.
+-- (a number), and the TTL as outlive takes it. A lease is over once the
+-- server's ms reach its deadline, and now_ms is the clock's ms floored:
+-- so the deadline is one ms past now_ms + ttl, or a lease taken at X.999
+-- ms would end a µs after X + ttl, before its holder's count of ttl from
+-- its request's send time. Its keys live a ms more than ttl too: a
+-- PEXPIRE of ttl ms may end them within ttl of the script's run (Redis
+-- counts it from a ms of its clock, floored, and may find it past at
+-- once), which a 1ms TTL showed.
 local function deadline_of(ttl, now_ms)
   if ttl ~= '0' then
-    return int(now_ms + tonumber(ttl)), ttl
+    local ms = tonumber(ttl) + 1
+    return int(now_ms + ms), int(ms)
   end
   return 'inf', false
 end
