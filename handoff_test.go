@@ -691,6 +691,34 @@ func TestReadersWithoutExpiry(t *testing.T) {
 	mustUnlock(t, w)
 }
 
+// TestWaiterWithoutQueue: a waiter whose line was removed (its queue key
+// deleted by something other than dlock, its liveness entry left) is not
+// stranded once the lock is let go with nobody to hand it to: its next
+// heartbeat has it try (a Semaphore's waiter slept until its ctx ended).
+func TestWaiterWithoutQueue(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			c, rdb, _ := newClient(t, srv)
+			held := mustTake(t, ctx, k.get(c, "lineless").Lock)
+			wc, _, _ := newClient(t, srv)
+			waiter := async(t, ctx, k.get(wc, "lineless").Lock)
+			waitQueued(t, k.get(c, "lineless"), 1)
+			queue := keys.For(dlock.DefaultPrefix, queuedKeyKind[k.name], "lineless").Part("queue")
+			if n, err := rdb.Del(ctx, queue).Result(); n != 1 || err != nil {
+				t.Fatalf("deleting %s: %d, %v", queue, n, err)
+			}
+			mustUnlock(t, held)
+			select {
+			case l := <-waiter:
+				mustUnlock(t, l)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter whose line was removed did not get the free lock in 5s")
+			}
+		})
+	}
+}
+
 // TestWaiterWithoutLiveness: a queued waiter whose liveness entry is gone
 // (something other than dlock removed it), which no prune would drop, is
 // passed over as dead, for every queued kind: a release hands the lock to

@@ -71,8 +71,10 @@ func (c *Client) semaphore(name string, size int64, opts []LockOption) *Semaphor
 }
 
 // TryAcquire takes n permits if they are free and nobody waits, in one
-// round trip. Otherwise it returns ErrNotAcquired and changes nothing. n
-// below 1 or above the size is ErrInvalid.
+// round trip. Otherwise it returns ErrNotAcquired and takes nothing (on
+// its way it drops leases that ran out and dead waiters, and grants
+// waiters whose permits now fit, as every call does). n below 1 or above
+// the size is ErrInvalid.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Lease, error) {
 	return s.c.acquire(ctx, s.acquisition(n, false), false)
 }

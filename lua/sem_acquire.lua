@@ -73,10 +73,17 @@ end
 -- another, its turn comes when that one is granted, leaves, or is
 -- dropped at its liveness deadline.
 local wait = -1
-if head and head ~= tok then
+if beat and not head then
+  -- A heartbeat that finds no line (its key removed by something else)
+  -- but the waiter's liveness: nobody would grant it the permits, so it
+  -- tries, which takes them or queues it again.
+  return try_now(now)
+elseif head and head ~= tok then
   local deadline = redis.call('ZSCORE', KEYS[5], head)
   if deadline then
-    wait = tonumber(deadline) - now_ms
+    -- Past already when more dead lay ahead than one prune drops: worth
+    -- a try at once, which drops more.
+    wait = math.max(0, tonumber(deadline) - now_ms)
   else
     -- Queued with no deadline (something else removed it): as good as
     -- dead (see grant_waiters, which leaves a first waiter that does not
@@ -87,7 +94,7 @@ if head and head ~= tok then
 else
   local first = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')[2]
   if first and first ~= 'inf' then
-    wait = tonumber(first) - now_ms
+    wait = math.max(0, tonumber(first) - now_ms) -- 0: more ran out than one call drops
   end
 end
 return {0, wait, tonumber(redis.call('GET', KEYS[2]) or '0'), now}
