@@ -144,8 +144,10 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 // lock whose holder is gone but whose lease does not expire (WithNoExpiry)
 // or is too long to wait for. Holders find out at their next renewal
 // (Lost() closes). It returns the statuses of the locks it freed, as they
-// were just before. MutexSet members are freed one at a time, with
-// MutexSet.ForceRelease.
+// were just before; a lock that changed hands between its look and the
+// removal (another holder, or a writer where it saw readers alone) is
+// left alone and not returned. MutexSet members are freed one at a time,
+// with MutexSet.ForceRelease.
 func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error) {
 	before, err := c.Inspect(ctx, name)
 	if err != nil {
@@ -158,14 +160,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 		}
 		p := c.kindOf(kind(st.Kind), name)
 		ks, chans := p.holderKeys()
-		// Remove the holder seen, not one that came since: an owner key
-		// must still hold the fence looked at. (An RWMutex held by
-		// readers alone has no owner key; its readers all go.)
-		expect := ""
-		if !st.Since.IsZero() {
-			expect = strconv.FormatUint(st.Fence, 10)
-		}
-		args := append([]any{c.hub.PublishCommand(), expect}, anys(chans)...)
+		args := append([]any{c.hub.PublishCommand(), seenHolder(st)}, anys(chans)...)
 		n, err := eval(ctx, c, forceUnlock, (*redis.Cmd).Int, ks, args...)
 		if err != nil {
 			return freed, fmt.Errorf("dlock: force unlock %s %q: %w", st.Kind, name, err)
@@ -186,6 +181,21 @@ func anys(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// seenHolder is what force_unlock.lua's ARGV[2] expects of the owner key
+// of a lock whose status st an operator saw, so that it removes the
+// holder seen and not one that came since: the fence looked at; for an
+// RWMutex held by readers alone, no owner key (its readers all go, a
+// writer that came since stays); else anything.
+func seenHolder(st Status) string {
+	switch {
+	case !st.Since.IsZero():
+		return strconv.FormatUint(st.Fence, 10)
+	case kind(st.Kind) == kindRW:
+		return "none"
+	}
+	return ""
 }
 
 func (s *MutexSet) holderKeys() ([]string, []string) {
