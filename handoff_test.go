@@ -244,11 +244,7 @@ func TestShortHandOffEndsWithItsTTL(t *testing.T) {
 				if l == nil {
 					return
 				}
-				select {
-				case <-l.Lost():
-				case <-time.After(5 * time.Second):
-					t.Fatalf("a lease of TTL %v, not renewed, still not lost after 5s", ttl)
-				}
+					receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
 				at := time.Now()
 				err := eventually(ctx, time.Second, func() error {
 					if st := statusOf(t, lock); st.Held {
@@ -709,12 +705,7 @@ func TestWaiterWithoutQueue(t *testing.T) {
 				t.Fatalf("deleting %s: %d, %v", queue, n, err)
 			}
 			mustUnlock(t, held)
-			select {
-			case l := <-waiter:
-				mustUnlock(t, l)
-			case <-time.After(5 * time.Second):
-				t.Fatal("the waiter whose line was removed did not get the free lock in 5s")
-			}
+			mustUnlock(t, receive(t, waiter, "the waiter whose line was removed, the lock free"))
 		})
 	}
 }

@@ -6,7 +6,7 @@
 -- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never):
 --          one ms past the floored clock's ms plus the TTL, and its keys
 --          live one ms more than the TTL, so that a share lasts at least
---          its TTL (see deadline_of in lib/permits.lua)
+--          its TTL (see deadline_of in lib/clock.lua)
 -- KEYS[5]  reader details: hash token -> "<since ms>:<metadata>"
 -- KEYS[6]  intentions: zset writer token -> deadline (server ms)
 -- ARGV[1]  token of the new share
@@ -30,11 +30,10 @@ if mine then
   -- A try sent again after its reply was lost: the caller counts the
   -- share's TTL from this try, so Redis must too; never less than it
   -- did (the first try may run after a Refresh made the share longer).
-  local ttl = tonumber(ARGV[2])
-  if ttl > 0 then
-    local deadline = int(now_ms + ttl + 1) -- see KEYS[4] above
+  local deadline, left = deadline_of(ARGV[2], now_ms)
+  if left then
     redis.call('ZADD', KEYS[4], 'GT', deadline, tok)
-    expire_by_last(KEYS[4], now_ms, deadline, int(ttl + 1), KEYS[3], KEYS[4], KEYS[5])
+    expire_by_last(KEYS[4], now_ms, deadline, left, KEYS[3], KEYS[4], KEYS[5])
   end
   return mine
 end
@@ -52,11 +51,7 @@ if ARGV[4] == '1' then
   end
 end
 local fence = issue_fence(KEYS[2], clock)
-local ttl = tonumber(ARGV[2])
-local deadline, left = 'inf', '0'
-if ttl > 0 then
-  deadline, left = int(now_ms + ttl + 1), int(ttl + 1)
-end
+local deadline, left = deadline_of(ARGV[2], now_ms)
 redis.call('ZADD', KEYS[3], fence, tok)
 redis.call('ZADD', KEYS[4], deadline, tok)
 redis.call('HSET', KEYS[5], tok, ms .. ':' .. ARGV[3])

@@ -9,8 +9,7 @@ prune_waiters(KEYS[3], KEYS[4], KEYS[5], int(now_ms))
 if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   return 0
 end
-local ms = tonumber(ARGV[2]) + 1 -- as rw_rlock.lua's
-local deadline = int(now_ms + ms)
+local deadline, left = deadline_of(ARGV[2], now_ms)
 redis.call('ZADD', KEYS[4], 'XX', deadline, ARGV[1])
-expire_by_last(KEYS[4], now_ms, deadline, int(ms), KEYS[3], KEYS[4], KEYS[5])
+expire_by_last(KEYS[4], now_ms, deadline, left, KEYS[3], KEYS[4], KEYS[5])
 return 1

@@ -28,16 +28,22 @@ func pidOf(t *testing.T, pidFile string) int {
 	return 0
 }
 
+// procStat reads pid's /proc stat line and returns its fields after the
+// command name (which is in parentheses, and may hold spaces): the state
+// first, then the parent's pid and so on; nil when pid is gone.
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+}
+
 // alive reports whether pid runs: exists and is not a zombie (a killed
 // orphan may wait a while to be reaped by init).
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+	f := procStat(pid)
+	return len(f) > 0 && f[0] != "Z"
 }
 
 // A lost lease stops the command and what it started: nothing keeps
@@ -217,12 +223,11 @@ func TestKilledDlockTakesItsCommand(t *testing.T) {
 // (a hundredth of a second on Linux).
 func cpuTicks(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
+	f := procStat(pid)
+	if len(f) < 13 {
+		t.Fatalf("no CPU times for process %d", pid)
 	}
 	// utime and stime are the 12th and 13th fields after the command name.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	ut, _ := strconv.Atoi(f[11])
 	st, _ := strconv.Atoi(f[12])
 	return ut + st

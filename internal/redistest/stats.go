@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,13 +17,8 @@ import (
 // (and again under their own names).
 func CommandMicros(t testing.TB, rdb *redis.Client, names ...string) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var total int64
-	for line := range strings.Lines(info) {
-		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
+	for name, stats := range info(t, rdb, "commandstats") {
 		cmd, ok := strings.CutPrefix(name, "cmdstat_")
 		if !ok || !slices.Contains(names, cmd) {
 			continue
@@ -48,13 +44,8 @@ func CommandMicros(t testing.TB, rdb *redis.Client, names ...string) int64 {
 // whichever command was running, the longer ones most.
 func CPUMicros(t testing.TB, rdb *redis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var total float64
-	for line := range strings.Lines(info) {
-		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+	for name, v := range info(t, rdb, "cpu") {
 		if name != "used_cpu_sys" && name != "used_cpu_user" {
 			continue
 		}
@@ -65,4 +56,21 @@ func CPUMicros(t testing.TB, rdb *redis.Client) int64 {
 		total += secs
 	}
 	return int64(total * 1e6)
+}
+
+// info yields the fields of rdb's INFO section, each name and value.
+func info(t testing.TB, rdb *redis.Client, section string) iter.Seq2[string, string] {
+	t.Helper()
+	text, err := rdb.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(yield func(string, string) bool) {
+		for line := range strings.Lines(text) {
+			name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && !yield(name, value) {
+				return
+			}
+		}
+	}
 }

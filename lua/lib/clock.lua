@@ -33,6 +33,25 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- deadline_of is the deadline, in server ms, of a lease kept as a score
+-- in a zset (a read share, a Semaphore lease) for a TTL of ttl ms (a
+-- decimal string, as the caller sent it; '0': never, 'inf') from now_ms
+-- (a number), and the TTL its keys take (a decimal string; false: none).
+-- A lease is over once the server's ms reach its deadline, and now_ms is
+-- the clock's ms floored: so the deadline is one ms past now_ms + ttl, or
+-- a lease taken at X.999 ms would end a µs after X + ttl, before its
+-- holder's count of ttl from its request's send time. Its keys live a ms
+-- more than ttl too: a PEXPIRE of ttl ms may end them within ttl of the
+-- script's run (Redis counts it from a ms of its clock, floored, and may
+-- find it past at once), which a 1ms TTL showed.
+local function deadline_of(ttl, now_ms)
+  if ttl ~= '0' then
+    local ms = tonumber(ttl) + 1
+    return int(now_ms + ms), int(ms)
+  end
+  return 'inf', false
+end
+
 -- exceeds reports whether a, a decimal string of an integer without
 -- leading zeros, is greater than b, another such string (nil or false:
 -- none, which every a exceeds). It reads no number: the longer is

@@ -94,24 +94,6 @@ local function outlive(main, leases, left, fresh)
   end
 end
 
--- deadline_of is a lease's deadline in the leases zset for a TTL of ttl
--- ms (a decimal string, as the caller sent it; '0': never) from now_ms
--- (a number), and the TTL as outlive takes it. A lease is over once the
--- server's ms reach its deadline, and now_ms is the clock's ms floored:
--- so the deadline is one ms past now_ms + ttl, or a lease taken at X.999
--- ms would end a µs after X + ttl, before its holder's count of ttl from
--- its request's send time. Its keys live a ms more than ttl too: a
--- PEXPIRE of ttl ms may end them within ttl of the script's run (Redis
--- counts it from a ms of its clock, floored, and may find it past at
--- once), which a 1ms TTL showed.
-local function deadline_of(ttl, now_ms)
-  if ttl ~= '0' then
-    local ms = tonumber(ttl) + 1
-    return int(now_ms + ms), int(ms)
-  end
-  return 'inf', false
-end
-
 -- add_lease records tok's lease of n permits (a decimal string), issued
 -- with fence (a decimal string, see issue_fence) at now_ms (server ms, a
 -- decimal string) by a caller of the given size, until deadline, left ms

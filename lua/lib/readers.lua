@@ -4,8 +4,9 @@
 -- the zset by, a deadline in server ms ('inf': never), at now_ms. The keys
 -- of a set of leases (an RWMutex's readers) then live as long as its
 -- longest lease and no longer, however the leases come and go. mine and
--- ttl (strings, or nil) are a deadline the caller has asked for, ttl ms
--- from now ('inf' and '0': none): when the highest deadline is that one,
+-- ttl (strings, or nil) are a deadline the caller has asked for and its
+-- keys' TTL in ms (see deadline_of; 'inf' and false: none): when the
+-- highest deadline is that one,
 -- as it is for the only lease, the keys expire in ttl, with no number
 -- read or made.
 local function expire_by_last(by, now_ms, mine, ttl, ...)
