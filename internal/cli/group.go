@@ -48,9 +48,12 @@ func hasTerminal() bool {
 func (g *group) start() (<-chan error, error) {
 	started, exited := make(chan error, 1), make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, once the
-		// command has exited.
+		// Unlocked only once the command has exited: a goroutine that ends
+		// locked ends its thread, which would kill every other child started
+		// from that thread with a parent-death signal (a test's
+		// redis-server, when dlock runs in the test's process).
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		if err := g.cmd.Start(); err != nil {
 			started <- err
 			return
