@@ -33,7 +33,9 @@ type attempt struct {
 	at int64
 	// member is the MutexSet member taken, when ok.
 	member string
-	// asked marks, on a Redlock client, the nodes that may hold a share.
+	// asked marks, on a Redlock client, the nodes that may hold a share:
+	// the lease's, or when refused, set only if the try could not give
+	// back what it got on some node.
 	asked []bool
 }
 
@@ -220,6 +222,8 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 		return nil, a.failed(ctx, errLate)
 	case r.ok:
 		return a.grant(ctx, tok, r, sent, a.lock.cfg.ttl, false), nil
+	case r.asked != nil:
+		c.giveUp(ctx, a, tok, nil, true) // a share it got and could not give back
 	}
 	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }

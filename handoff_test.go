@@ -244,7 +244,7 @@ func TestShortHandOffEndsWithItsTTL(t *testing.T) {
 				if l == nil {
 					return
 				}
-					receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
+				receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
 				at := time.Now()
 				err := eventually(ctx, time.Second, func() error {
 					if st := statusOf(t, lock); st.Held {

@@ -175,6 +175,9 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalid, ttl, MinTTL)
 	}
+	if _, ok := l.ops.(*redlockLease); ok && ttl < redlockMinTTL {
+		return fmt.Errorf("%w: TTL %v is below Redlock's minimum %v", ErrInvalid, ttl, redlockMinTTL)
+	}
 	if err := l.turn.take(ctx); err != nil {
 		return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
 	}
@@ -285,8 +288,8 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(reason) })
 	}
 	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-	gone := LostGone
-	if errors.Is(err, errReleaseUnconfirmed) {
+	gone, unconfirmed := LostGone, errors.Is(err, errReleaseUnconfirmed)
+	if unconfirmed {
 		err, gone = nil, LostUnreachable
 	}
 	if alarm != nil {
@@ -300,10 +303,16 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	}
 	retried := l.releasing
 	l.released, l.releasing = true, false
+	if unconfirmed && !retried {
+		// The shares it did not reach are released in the background
+		// until they have expired (a Redlock's: raising their nodes'
+		// fences too); a retried Unlock's are, by the release it follows.
+		l.c.giveUps.start(l.name, ttl, l.releaseLate, nil, 1, nil)
+	}
 	if l.isLost() {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrLost, l.name)
 	}
-	if !ok && !retried {
+	if !ok && (!retried || unconfirmed) {
 		l.markLost(gone)
 		return fmt.Errorf("%w: %q", ErrLost, l.name)
 	}
@@ -348,13 +357,14 @@ func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 	}
 }
 
-// releaseLate is the background release after a failed Unlock. Once
+// releaseLate is the background release after a failed Unlock, or one
+// that a Redlock's majority did not confirm (retried until it is). Once
 // Redis answers, the lease counts as unlocked and its watch ends: released
 // now, or found gone because an earlier attempt got through (the lease was
 // held when Unlock was called, or Lost() would have closed).
 func (l *Lease) releaseLate(ctx context.Context) error {
 	_, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-	if err != nil && !errors.Is(err, errReleaseUnconfirmed) {
+	if err != nil {
 		return err
 	}
 	_ = l.turn.take(context.Background())

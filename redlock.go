@@ -124,7 +124,7 @@ func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {
 // leave gives up a caller, who may hold a share whose reply it missed, on
 // any node.
 func (r *redlockMutex) leave(ctx context.Context, _ *acquisition, tok string) error {
-	for _, rp := range r.release(ctx, tok, 0, r.everyNode()) {
+	for _, rp := range r.release(ctx, tok, 0, r.everyNode(), true) {
 		if rp.err != nil {
 			return rp.err
 		}
@@ -148,13 +148,20 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		return attempt{}, err
 	}
 	if v.granted > 0 || len(v.failed) > 0 {
-		r.releaseAll(ctx, tok, 0, v.asked)
+		// Another lease's majority stays whatever this try gives back:
+		// announcing the give-back would only wake waiters (this one
+		// first) to try, and give back, again, for as long as it holds.
+		if !r.releaseAll(ctx, tok, 0, v.asked, !v.majorityHeld(q)) {
+			v.left = v.asked
+		}
 	}
 	if len(v.failed) > n-q {
 		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
 			len(v.failed), n, q, v.failed[0])
 	}
-	return v.wait(q), nil
+	a := v.wait(q)
+	a.asked = v.left
+	return a, nil
 }
 
 // vote is what the nodes answered one try.
@@ -166,6 +173,8 @@ type vote struct {
 	// asked marks the nodes that may hold a share now: those that granted
 	// it, and those asked whose answer never came.
 	asked []bool
+	// left is asked once giving the shares back failed on some node.
+	left []bool
 }
 
 // ask sends tok's try to every node at once and counts the answers.
@@ -195,6 +204,17 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 		}
 	}
 	return v
+}
+
+// majorityHeld reports whether another lease held at least q of the
+// nodes that answered.
+func (v vote) majorityHeld(q int) bool {
+	for _, left := range v.held {
+		if len(left) >= q {
+			return true
+		}
+	}
+	return false
 }
 
 // wait is the attempt of a vote that did not take the lock: how long
@@ -229,11 +249,17 @@ func (v vote) wait(q int) attempt {
 
 // releaseAll gives back tok's share on the nodes marked in asked, with its
 // own deadline: the caller's context may have ended. fence, if not 0, is
-// the lease's, to raise the nodes' fences to.
-func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64, asked []bool) {
+// the lease's, to raise the nodes' fences to; announce is release's. It
+// reports whether every node answered.
+func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64, asked []bool, announce bool) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
 	defer cancel()
-	r.release(ctx, tok, fence, asked)
+	for _, rp := range r.release(ctx, tok, fence, asked, announce) {
+		if rp.err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // shareKeys are the KEYS of the redlock scripts: the owner key and the
@@ -253,10 +279,15 @@ func (r *redlockMutex) everyNode() []bool {
 }
 
 // release gives back tok's share on the nodes marked in asked, resting or
-// not: those that may hold one.
-func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool) []reply[bool] {
+// not: those that may hold one. A node where a share was given back wakes
+// a waiter of each client when announce is set.
+func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool, announce bool) []reply[bool] {
 	return fanOutTo(ctx, r.c.nodes, asked, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
-		return redlockRelease.Run(ctx, n.rdb, r.shareKeys(), tok, fence, n.hub.PublishCommand(), r.keys.Channel()).Bool()
+		publish := ""
+		if announce {
+			publish = n.hub.PublishCommand()
+		}
+		return redlockRelease.Run(ctx, n.rdb, r.shareKeys(), tok, fence, publish, r.keys.Channel()).Bool()
 	})
 }
 
@@ -334,7 +365,7 @@ func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duratio
 func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	replies := l.r.release(ctx, tok, l.fence, l.asked)
+	replies := l.r.release(ctx, tok, l.fence, l.asked, true)
 	if l.released == nil {
 		l.released = make([]bool, len(replies))
 	}

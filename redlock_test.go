@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,6 +211,147 @@ func TestRedlockWakesWaiter(t *testing.T) {
 	}
 }
 
+// TestRedlockWaiterBesideMajorityWaits: while a lease holds a majority
+// and another node is free (its share lost, as a node restarted without
+// persistence loses it), a waiter's try takes the free node and gives it
+// back; that give-back must not wake the waiter, or it tries again at
+// once for as long as the lease holds (thousands of tries a second).
+func TestRedlockWaiterBesideMajorityWaits(t *testing.T) {
+	t.Parallel()
+	c, srvs, cnt := newRedlock(t, 3)
+	ctx := t.Context()
+	m := c.Mutex("beside", dlock.WithTTL(3*time.Second))
+	l := mustTake(t, ctx, m.Lock)
+	if err := srvs[2].Client(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sent := cnt.Load()
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := m.Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock beside a majority held: %v, want the deadline", err)
+	}
+	// A try is three scripts, one a node, and a renewal of the lease
+	// three more; the waiter tries once, and again if the lease's
+	// shortest share nears its end within the second.
+	if n := cnt.Load() - sent; n > 30 {
+		t.Errorf("a waiter beside a lease holding a majority sent %d commands in 1s, want a few", n)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("the lease was lost with a majority held")
+	default:
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newProxiedRedlock is newRedlock with each node behind a proxy that can
+// cut it off.
+func newProxiedRedlock(t testing.TB, n int, opts ...dlock.Option) (*dlock.Client, []*redistest.Server, []*redistest.Proxy) {
+	t.Helper()
+	srvs := redistest.StartN(t, n)
+	ps := make([]*redistest.Proxy, n)
+	rdbs := make([]redis.UniversalClient, n)
+	for i, s := range srvs {
+		ps[i] = redistest.StartProxy(t, s.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: ps[i].Addr(), MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		rdbs[i] = rdb
+	}
+	c := dlock.NewRedlock(rdbs, opts...)
+	t.Cleanup(func() { c.Close() })
+	return c, srvs, ps
+}
+
+// TestRedlockUnlockOnAMinority: an Unlock that fails, then gets through
+// to one node of three, has not released the lease: the other two still
+// hold its shares (a majority). Unlock says ErrLost and Lost() closes, not
+// nil, and the release goes on in the background, freeing the other
+// nodes once they are back rather than at the end of the TTL.
+func TestRedlockUnlockOnAMinority(t *testing.T) {
+	t.Parallel()
+	c, srvs, ps := newProxiedRedlock(t, 3)
+	ctx := t.Context()
+	const owner = "dlock:{minority}:mutex"
+	l := mustTake(t, ctx, c.Mutex("minority", dlock.WithTTL(10*time.Second)).Lock)
+	for _, p := range ps {
+		p.Cut(true)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := l.Unlock(uctx); err == nil {
+		t.Fatal("Unlock with every node cut off: no error")
+	}
+	ps[0].Cut(false)
+	if err := eventually(ctx, 5*time.Second, func() error { return gone(ctx, srvs[:1], owner) }); err != nil {
+		t.Fatalf("the background release did not reach node 0: %v", err)
+	}
+	uctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := l.Unlock(uctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock released on 1 node of 3: %v, want ErrLost", err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Error("Lost() open after an Unlock confirmed by 1 node of 3")
+	}
+	ps[1].Cut(false)
+	ps[2].Cut(false)
+	if err := eventually(ctx, 5*time.Second, func() error { return gone(ctx, srvs[1:], owner) }); err != nil {
+		t.Errorf("the release did not go on in the background (TTL 10s): %v", err)
+	}
+}
+
+// TestRedlockTryLockGivesBackInBackground: a TryLock whose try took a
+// node it never heard from, and could not give that share back then,
+// gives it back in the background once the node answers again, rather
+// than leave it there for the whole TTL.
+func TestRedlockTryLockGivesBackInBackground(t *testing.T) {
+	t.Parallel()
+	c, srvs, ps := newProxiedRedlock(t, 3)
+	ctx := t.Context()
+	const owner = "dlock:{leftover}:mutex"
+	x := mustTake(t, ctx, c.Mutex("leftover", dlock.WithTTL(20*time.Second)).Lock)
+	if err := srvs[2].Client(t).FlushAll(ctx).Err(); err != nil { // x holds nodes 0 and 1
+		t.Fatal(err)
+	}
+	dropped := ps[2].DropReply("leftover-try", false, func() { ps[2].Cut(true) })
+	_, err := c.Mutex("leftover", dlock.WithTTL(20*time.Second), dlock.WithMetadata("leftover-try")).TryLock(ctx)
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock of a lock held on a majority: %v, want ErrNotAcquired", err)
+	}
+	<-dropped
+	if err := gone(ctx, srvs[2:], owner); err == nil {
+		t.Fatal("the try took no share on node 2: the test tests nothing")
+	}
+	ps[2].Cut(false)
+	if err := eventually(ctx, 5*time.Second, func() error { return gone(ctx, srvs[2:], owner) }); err != nil {
+		t.Errorf("the try's share outlived it (TTL 20s): %v", err)
+	}
+	if err := x.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gone says which of srvs still have key.
+func gone(ctx context.Context, srvs []*redistest.Server, key string) error {
+	for _, s := range srvs {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		n, err := rdb.Exists(ctx, key).Result()
+		rdb.Close()
+		if err == nil && n > 0 {
+			err = fmt.Errorf("%s still has %s", s.Addr(), key)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TestRedlockLostOnMajorityFlush: a lease whose shares vanish from a
 // majority of nodes is lost; from a minority, it is not.
 func TestRedlockLostOnMajorityFlush(t *testing.T) {
@@ -276,6 +418,18 @@ func TestRedlockBadInput(t *testing.T) {
 	}
 	if _, err := c.Mutex("").TryLock(ctx); !errors.Is(err, dlock.ErrInvalid) {
 		t.Errorf("empty name: %v, want ErrInvalid", err)
+	}
+	l := mustTake(t, ctx, c.Mutex("x").TryLock)
+	if err := l.Refresh(ctx, time.Millisecond); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Refresh under Redlock's minimum TTL: %v, want ErrInvalid", err)
+	}
+	select {
+	case <-l.Lost():
+		t.Error("a refused Refresh closed Lost()")
+	default:
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -21,6 +21,7 @@ type Proxy struct {
 	fault  *fault
 	conns  map[net.Conn]bool
 	closed bool
+	cut    bool // see Cut
 	wg     sync.WaitGroup
 }
 
@@ -85,6 +86,22 @@ func (p *Proxy) DropPushed(marker string) <-chan struct{} {
 	return p.fault.dropped
 }
 
+// Cut cuts the server off (on) or brings it back (off): while cut, the
+// proxy has closed every connection it relayed and closes each new one at
+// once, forwarding nothing, as a network partition that loses what was on
+// its way.
+func (p *Proxy) Cut(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = on
+	if on {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
 // Close stops accepting and closes every connection.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
@@ -109,11 +126,12 @@ func (p *Proxy) accept() {
 	}
 }
 
-// track registers c for Close; false when the proxy is closed already.
+// track registers c for Close and Cut; false when the proxy is closed or
+// cut.
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.cut {
 		return false
 	}
 	p.conns[c] = true
@@ -137,12 +155,16 @@ func (p *Proxy) take(data []byte, pushed bool) *fault {
 // time (no pipelining), so each read of the client holds whole requests.
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
+	if !p.track(client) {
+		_ = client.Close()
+		return
+	}
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
 		_ = client.Close()
 		return
 	}
-	if !p.track(client) || !p.track(server) {
+	if !p.track(server) {
 		_ = client.Close()
 		_ = server.Close()
 		return
