@@ -66,6 +66,27 @@ func usage(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
 
+// parent makes cmd, a command that only holds subcommands (set, sem), a
+// usage error when called without one or with one it does not have,
+// rather than its help and exit 0: a mistyped "set rnu" in a cron job
+// must not pass for a success.
+func parent(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		if len(args) == 0 {
+			return usage("%s needs a command: %s", cmd.Name(), strings.Join(names, ", "))
+		}
+		return usage("%s: unknown command %q; one of: %s", cmd.Name(), args[0], strings.Join(names, ", "))
+	}
+	return cmd
+}
+
 // env is what every command shares: the streams and the connection flags.
 type env struct {
 	stdin          io.Reader

@@ -457,3 +457,30 @@ func TestFlagAfterNameRefused(t *testing.T) {
 		t.Errorf("run dash -- -no-such-command: exit %d, %q; want 127 (cannot run it)", code, stderr)
 	}
 }
+
+// TestUnknownSubcommandRefused: set and sem without a command, or with
+// one they do not have, are usage errors (2) that run nothing, not their
+// help and exit 0: a cron job's "dlock sem rnu" must not pass.
+func TestUnknownSubcommandRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, args := range [][]string{
+		{"set"},
+		{"sem"},
+		{"set", "ad", "pool", "a"},
+		{"set", "runn", "pool", "--", "touch", marker},
+		{"sem", "rnu", "deploys", "--", "touch", marker},
+	} {
+		code, stdout, stderr := dl(t, srv, args...)
+		if code != 2 || !strings.Contains(stderr, "run") || strings.Count(stderr, "dlock") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and the commands there are", args, code, stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a mistyped subcommand ran the command")
+	}
+	if code, stdout, _ := dl(t, srv, "set", "--help"); code != 0 || !strings.Contains(stdout, "add") {
+		t.Errorf("set --help: exit %d, %q", code, stdout)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -75,7 +76,12 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := rdb.Ping(ctx).Err(); unreachable(err) {
+			err := rdb.Ping(ctx).Err()
+			switch {
+			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+				// Connected, maybe, but not answered: paused, or frozen.
+				errs[i] = fmt.Errorf("no answer within %v: %w", reachTimeout, err)
+			case unreachable(err):
 				errs[i] = err
 			}
 		}()
@@ -143,8 +149,13 @@ func (e *env) redisOptions(urls []string) ([]*redis.Options, error) {
 	var opts []*redis.Options
 	for _, u := range urls {
 		o, err := redis.ParseURL(u)
-		if err != nil {
-			return nil, usage("bad Redis URL %q: %v", redact(u), redactAll(err.Error(), u))
+		switch {
+		case err != nil && userinfo.MatchString(u):
+			// The parser's message may quote any part of a password it
+			// misread (a / in it ends the host: "invalid port").
+			return nil, usage("bad Redis URL %q: it does not parse; in a user name or password, write / as %%2F, @ as %%40 and : as %%3A", redact(u))
+		case err != nil:
+			return nil, usage("bad Redis URL %q: %v", u, err)
 		}
 		if tlsFiles != nil {
 			if o.TLSConfig == nil {
@@ -230,8 +241,10 @@ func orEnv(flag, name string) string {
 	return os.Getenv(name)
 }
 
-// userinfo matches the user:password@ part of a URL that may not parse.
-var userinfo = regexp.MustCompile(`//[^/@]*@`)
+// userinfo matches the user:password@ part of a URL that may not parse:
+// up to its last @, since a password written unescaped may hold a / or
+// an @.
+var userinfo = regexp.MustCompile(`//.*@`)
 
 // redact hides the password of a Redis URL, for messages.
 func redact(u string) string {
@@ -239,14 +252,4 @@ func redact(u string) string {
 		return p.Redacted()
 	}
 	return userinfo.ReplaceAllString(u, "//xxxxx@")
-}
-
-// redactAll hides in msg the password of u, wherever msg quotes it.
-func redactAll(msg, u string) string {
-	if p, err := url.Parse(u); err == nil && p.User != nil {
-		if pw, ok := p.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	return userinfo.ReplaceAllString(msg, "//xxxxx@")
 }

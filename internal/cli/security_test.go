@@ -2,12 +2,14 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-dlock/dlock/internal/redistest"
 )
@@ -148,6 +150,15 @@ func TestPasswordNeverShown(t *testing.T) {
 	if code, _, errOut := dlEnv(t, bad, "run", "job", "--", "true"); code != 2 || !strings.Contains(errOut, "xxxxx") {
 		t.Errorf("bad URL: exit %d, stderr %q; want a usage error with the password hidden", code, errOut)
 	}
+	// A / in a password, unescaped, ends the URL's host: the parser's
+	// message quotes what follows the : as a port.
+	for _, pw := range []string{password[:6] + "/" + password[6:], "6379/" + password} {
+		slashed := []string{"DLOCK_REDIS=redis://dlock:" + pw + "@" + srv.Addr()}
+		code, _, errOut := dlEnv(t, slashed, "status", "job")
+		if code != 2 || strings.Contains(errOut, password[:6]) || strings.Contains(errOut, password[6:]) || !strings.Contains(errOut, "%2F") {
+			t.Errorf("a password with a /: exit %d, stderr %q; want a usage error that shows no part of it", code, errOut)
+		}
+	}
 }
 
 // TestUnreachableRedis: with no Redis at the URL, every command exits 69
@@ -174,6 +185,29 @@ func TestUnreachableRedis(t *testing.T) {
 		if code != 69 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "cannot reach Redis") ||
 			strings.Count(errOut, "dlock:") != 1 {
 			t.Errorf("dlock %v: exit %d, stderr %q; want 69 and one line", args, code, errOut)
+		}
+	}
+}
+
+// TestFrozenRedis: a Redis that takes connections but answers nothing (a
+// paused process, a frozen host) is unreachable too: exit 69 after the
+// first contact's 5s, not a wait for ever.
+func TestFrozenRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	srv.Pause(t)
+	defer srv.Resume(t)
+	env := []string{"DLOCK_REDIS=redis://" + srv.Addr()}
+	for _, args := range [][]string{{"run", "job", "--", "true"}, {"status", "job"}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // it waited for ever
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		code := exitOf(cmd.Run())
+		cancel()
+		if code != 69 || !strings.Contains(errb.String(), "cannot reach Redis: no answer within 5s") {
+			t.Errorf("dlock %v on a paused Redis: exit %d, stderr %q; want 69", args, code, errb.String())
 		}
 	}
 }

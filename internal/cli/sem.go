@@ -18,7 +18,7 @@ func (e *env) semCmd() *cobra.Command {
 process together: "sem run" holds some of them while a command runs.`,
 	}
 	cmd.AddCommand(e.semRunCmd())
-	return cmd
+	return parent(cmd)
 }
 
 func (e *env) semRunCmd() *cobra.Command {

@@ -20,7 +20,7 @@ func (e *env) setCmd() *cobra.Command {
 "set run" holds any free member while a command runs.`,
 	}
 	cmd.AddCommand(e.setAddCmd(), e.setRemoveCmd(), e.setListCmd(), e.setRunCmd())
-	return cmd
+	return parent(cmd)
 }
 
 func (e *env) setAddCmd() *cobra.Command {
