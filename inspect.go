@@ -226,13 +226,7 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 		if !ms.Held {
 			return ms, nil
 		}
-		ok, err := bounded(ctx, s.c, func(ctx context.Context) (bool, error) {
-			tok, err := s.c.rdb.HGet(ctx, s.kl[3], member).Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return false, err
-			}
-			return setMember{s, member}.release(ctx, tok)
-		})
+		ok, err := bounded(ctx, s.c, func(ctx context.Context) (bool, error) { return s.releaseHolder(ctx, ms) })
 		if err != nil {
 			return ms, fmt.Errorf("dlock: force release %q of set %q: %w", member, s.name, err)
 		}
@@ -243,4 +237,28 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 		return ms, nil
 	}
 	return MemberStatus{}, fmt.Errorf("%w: %q in set %q", ErrNoMember, member, s.name)
+}
+
+// releaseHolder releases the lease seen holding ms.Name, with ms.Fence,
+// and reports whether it did: not when the member has changed hands
+// since. The holder's token is read first and the member's last fence
+// after it: a fence still the one seen means no lease was granted the
+// member since it was seen, so the token read was the seen holder's
+// (whose release then takes nothing from anyone else).
+func (s *MutexSet) releaseHolder(ctx context.Context, ms MemberStatus) (bool, error) {
+	tok, err := s.c.rdb.HGet(ctx, s.kl[3], ms.Name).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	fence, err := s.c.rdb.HGet(ctx, s.kl[7], ms.Name).Uint64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	if fence != ms.Fence {
+		return false, nil
+	}
+	return setMember{s, ms.Name}.release(ctx, tok)
 }

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,46 @@ func TestForceUnlockSparesNewHolder(t *testing.T) {
 	}
 	if len(freed) != 0 {
 		t.Errorf("ForceUnlock reported freeing %+v; the holder it saw was gone", freed)
+	}
+}
+
+// ForceRelease looks, then releases: a holder that took the member in
+// between must be spared, and nothing reported freed.
+func TestForceReleaseSparesNewHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	h := &hook{}
+	c, _ := hooked(t, srv, h)
+	other := dlock.New(srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	pool := other.MutexSet("fr", dlock.WithNoExpiry())
+	if err := pool.Add(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	first := mustTake(t, ctx, pool.Acquire)
+	var second *dlock.Lease
+	h.match = func(cmd redis.Cmder) bool {
+		return cmd.Name() == "hget" && strings.HasSuffix(fmt.Sprint(cmd.Args()[1]), ":owner")
+	}
+	h.act = delayedBy(func() {
+		if err := first.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+		var err error
+		if second, err = pool.Acquire(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	h.armed.Store(true)
+	freed, err := c.MutexSet("fr").ForceRelease(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := second.Held(ctx); !held {
+		t.Error("ForceRelease released a holder that came after it looked")
+	}
+	if freed.Held {
+		t.Errorf("ForceRelease reported freeing %+v; the holder it saw was gone", freed)
 	}
 }
 

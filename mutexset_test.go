@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
@@ -1050,4 +1052,79 @@ func TestSetQueue(t *testing.T) {
 		t.Errorf("the waiter for x got %q", third.Name())
 	}
 	mustUnlock(t, second, third)
+}
+
+// TestSetWaiterWithoutEntryGetsNoOtherMember: a waiter for member a whose
+// entry saying so is gone (an eviction, an operator) is passed over as
+// dead, not taken for a waiter for any member: handed b, its
+// AcquireMember("a") would return a lease on b while a is held.
+func TestSetWaiterWithoutEntryGetsNoOtherMember(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	s := c.MutexSet("damaged", dlock.WithTTL(30*time.Second))
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	ha, hb := mustAcquireMember(t, s, "a"), mustAcquireMember(t, s, "b")
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := s.AcquireMember(ctx, "a")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, s, 1)
+	if n, err := rdb.Del(ctx, "dlock:{damaged}:set:wmeta").Result(); err != nil || n != 1 {
+		t.Fatalf("deleting the waiters' entries: %d, %v", n, err)
+	}
+	mustUnlock(t, hb)
+	select {
+	case l := <-got:
+		t.Fatalf("AcquireMember(a) returned a lease on %q while a was held", l.Name())
+	case <-time.After(1500 * time.Millisecond): // past a heartbeat
+	}
+	mustUnlock(t, ha)
+	select {
+	case l := <-got:
+		if l == nil || l.Name() != "a" {
+			t.Fatalf("AcquireMember(a) returned %v", l)
+		}
+		mustUnlock(t, l)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter for a did not get it once released")
+	}
+}
+
+// TestSetManyDeadWaitersAhead: with more dead waiters queued ahead than
+// one call prunes (a hundred), a refusal's wait until the first of them
+// lapses is past already: the caller tries again at once, pruning a
+// hundred more each time, instead of waiting for a wake-up (it read the
+// negative wait as "only when woken", and got on at one heartbeat a
+// second).
+func TestSetManyDeadWaitersAhead(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	s := c.MutexSet("dead-ahead", dlock.WithTTL(30*time.Second))
+	if err := s.Add(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	const base = "dlock:{dead-ahead}:set:"
+	pipe := rdb.Pipeline()
+	for i := range 450 {
+		tok := fmt.Sprintf("dead-%03d", i)
+		pipe.ZAdd(ctx, base+"queue", redis.Z{Score: float64(1 + i), Member: tok})
+		pipe.ZAdd(ctx, base+"alive", redis.Z{Score: 1, Member: tok}) // lapsed in 1970
+		pipe.HSet(ctx, base+"wmeta", tok, "0:")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second) // before, seconds: a heartbeat a second
+	defer cancel()
+	l, err := s.Acquire(actx)
+	if err != nil {
+		t.Fatalf("Acquire of a free member behind 450 dead waiters: %v", err)
+	}
+	mustUnlock(t, l)
 }

@@ -92,7 +92,7 @@ end
 -- A waiter ahead takes the member, or is pruned at its liveness
 -- deadline (a decimal string).
 local function behind(deadline, holder)
-  return refuse(tonumber(deadline) - now_ms, holder)
+  return refuse(math.max(0, tonumber(deadline) - now_ms), holder)
 end
 
 if want ~= '' then

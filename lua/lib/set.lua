@@ -117,11 +117,15 @@ local function set_grant(m, tok, ttl, meta, now, clock)
   return fs
 end
 
--- set_waiter splits a waiter's entry in KEYS[13] (nil: none, a waiter for
--- any member) into the member it waits for ('' for any) and its
--- metadata; nil for an entry dlock did not write.
+-- set_waiter splits a waiter's entry in KEYS[13] into the member it
+-- waits for ('' for any) and its metadata; nil for an entry dlock did not
+-- write, or none (dlock writes one for every waiter, "0:" for any member:
+-- a waiter whose entry is gone may wait for one member alone).
 local function set_waiter(v)
-  local n, rest = string.match(v or '0:', '^(%d+):(.*)$')
+  if not v then
+    return nil
+  end
+  local n, rest = string.match(v, '^(%d+):(.*)$')
   if not n then
     return nil
   end
