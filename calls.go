@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -83,7 +84,23 @@ func pipeline(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall
 // one pipeline, replacing their commands: the first call of each script
 // on each node as EVAL, which leaves the script with Redis for the
 // EVALSHA of the others. (A call whose node is not known goes as EVAL.)
+// An EVALSHA that still finds no script (its EVAL went to another node:
+// its slot is on the move) goes once more, as EVAL.
 func resend(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, cmds []*redis.Cmd, missing []int) {
+	evalAll := false
+	for range 2 {
+		sendLoading(ctx, rdb, calls, cmds, missing, evalAll)
+		missing = slices.DeleteFunc(missing, func(i int) bool { return !redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") })
+		if len(missing) == 0 {
+			return
+		}
+		evalAll = true
+	}
+}
+
+// sendLoading is one pipeline of resend: the first call of each script on
+// each node as EVAL, or every call when evalAll.
+func sendLoading(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, cmds []*redis.Cmd, missing []int, evalAll bool) {
 	type loaded struct {
 		s    *redis.Script
 		node *redis.Client
@@ -94,7 +111,7 @@ func resend(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, 
 	for j, i := range missing {
 		c := calls[i]
 		node, known := nodeOf(ctx, rdb, c.keys)
-		if k := (loaded{c.s, node}); known && sent[k] {
+		if k := (loaded{c.s, node}); known && sent[k] && !evalAll {
 			again[j] = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
 		} else {
 			sent[k] = true

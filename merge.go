@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/go-dlock/dlock/internal/keys"
 )
 
 // mergeMax is the most calls one batched run carries (see merge): enough
@@ -154,7 +156,7 @@ func merge(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [
 		idx := groups[g]
 		for len(idx) > 0 {
 			n := min(len(idx), mergeMax)
-			wires = append(wires, batchWire(batchOf[g.s], calls, idx[:n]))
+			wires = append(wires, batchWire(batchOf[g.s], calls, idx[:n], g.node != nil))
 			idx = idx[n:]
 		}
 	}
@@ -179,14 +181,42 @@ func nodeOf(ctx context.Context, rdb redis.UniversalClient, keys []string) (*red
 }
 
 // batchWire is one run of batched carrying the calls at parts, or the call
-// alone when it is the only one.
-func batchWire(batched batchForm, calls []scriptCall, parts []int) wire {
+// alone when it is the only one. The run is sent to the node of its first
+// call's first key, its KEYS[1]; on a Cluster its KEYS also name the keys
+// of every call in that key's slot (see slotKeys).
+func batchWire(batched batchForm, calls []scriptCall, parts []int, cluster bool) wire {
 	if len(parts) == 1 {
 		return wire{call: calls[parts[0]], one: parts[0]}
 	}
 	args, order := batched.pack(calls, parts)
-	run := scriptCall{s: batched.s, keys: calls[order[0]].keys[:1], args: args}
+	declared := calls[order[0]].keys[:1]
+	if cluster {
+		declared = slotKeys(calls, order)
+	}
+	run := scriptCall{s: batched.s, keys: declared, args: args}
 	return wire{call: run, parts: order, unpack: batched.unpack}
+}
+
+// slotKeys are the keys a run of the calls at order declares on a
+// Cluster: its first call's keys, then every key of the calls in their
+// slot. A run reads its other keys undeclared, which Redis checks
+// against its node, but not against a slot on the move: run on the node a
+// slot is moving to (sent there by an ASK redirection, for its first key),
+// it would read a key of that slot not moved yet as missing, a lease as
+// lost. Declared, a key missing from a slot on the move makes Redis refuse
+// the whole run (TRYAGAIN, or ASK), and its calls go alone (see split).
+// (A call's keys are one lock's, which share a hash tag: its first key's
+// slot is theirs.)
+func slotKeys(calls []scriptCall, order []int) []string {
+	first := calls[order[0]].keys
+	slot := keys.Slot(first[0])
+	out := append([]string(nil), first...)
+	for _, i := range order[1:] {
+		if keys.Slot(calls[i].keys[0]) == slot {
+			out = append(out, calls[i].keys...)
+		}
+	}
+	return out
 }
 
 // split gives each call the batched run w carried its own command, from

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -278,7 +279,7 @@ func TestMergedCallOnAnotherNodeGoesAlone(t *testing.T) {
 	if len(elsewhere) == 0 || len(elsewhere) == len(calls) {
 		t.Fatalf("%d of %d keys on other nodes: want some", len(elsewhere), len(calls))
 	}
-	w := batchWire(batchOf[ownerRefresh], calls, parts)
+	w := batchWire(batchOf[ownerRefresh], calls, parts, true)
 	cmds := make([]*redis.Cmd, len(calls))
 	alone := split(sendEach(ctx, rdb, []scriptCall{w.call})[0], w, cmds)
 	if len(alone) != len(elsewhere) {
@@ -292,6 +293,65 @@ func TestMergedCallOnAnotherNodeGoesAlone(t *testing.T) {
 	for i, cmd := range cmds {
 		if ok, err := cmd.Bool(); !elsewhere[i] && (!ok || err != nil) {
 			t.Errorf("renewal %d on the run's node = %v, %v; want extended", i, ok, err)
+		}
+	}
+}
+
+// A batched run sent to the node a slot is moving to, by an ASK
+// redirection for its first key (moved already), must not read the keys
+// of that slot not moved yet as missing: a lease still held would be
+// lost. Its keys in that slot are declared, so Redis refuses the run
+// (TRYAGAIN), and its calls go alone, each to its key's node.
+func TestMergedRunDuringMigration(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb := cl.Client(t)
+	// Two keys of one slot, with different hash tags, as two locks' are.
+	bySlot := map[int]string{}
+	var k1, k2 string
+	for i := 0; k2 == ""; i++ {
+		k := fmt.Sprintf("{mig-%d}:mutex", i)
+		if other, ok := bySlot[keys.Slot(k)]; ok {
+			k1, k2 = other, k
+		}
+		bySlot[keys.Slot(k)] = k
+	}
+	slot := keys.Slot(k1)
+	if got := rdb.ClusterKeySlot(ctx, k2).Val(); got != int64(slot) {
+		t.Fatalf("Redis puts %q in slot %d, keys.Slot in %d", k2, got, slot)
+	}
+	calls := []scriptCall{owner{key: k1}.renewal("tok1", time.Minute), owner{key: k2}.renewal("tok2", time.Minute)}
+	for i, c := range calls {
+		if err := rdb.Set(ctx, c.keys[0], fmt.Sprintf("tok%d 1 0  ", i+1), 10*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendAll(ctx, rdb, calls) // loads the script on every master
+	src, err := rdb.MasterForKey(ctx, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dst *redis.Client
+	for _, m := range cl.Masters(t) {
+		if m.Addr() != src.Options().Addr {
+			dst = m.Client(t)
+			break
+		}
+	}
+	srcID, dstID := src.ClusterMyID(ctx).Val(), dst.ClusterMyID(ctx).Val()
+	host, port, _ := strings.Cut(dst.Options().Addr, ":")
+	for _, cmd := range [][]any{
+		{dst, "cluster", "setslot", slot, "importing", srcID},
+		{src, "cluster", "setslot", slot, "migrating", dstID},
+		{src, "migrate", host, port, k1, 0, 5000}, // k2 stays behind
+	} {
+		if err := cmd[0].(*redis.Client).Do(ctx, cmd[1:]...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd[1:], err)
+		}
+	}
+	for i, cmd := range sendAll(ctx, rdb, calls) {
+		if ok, err := cmd.Bool(); !ok || err != nil {
+			t.Errorf("renewal of %s during its slot's migration = %v, %v; want extended", calls[i].keys[0], ok, err)
 		}
 	}
 }
