@@ -505,13 +505,15 @@ func (h *Hub) receive(sh *shard) {
 			// healthy connection. On a cluster the channel may live
 			// elsewhere now: the channels still unconfirmed are detached,
 			// and their waiters subscribe again through fresh routing.
-			// Elsewhere the channel stays unconfirmed, and its waiters
-			// rely on their own expiry wake-ups.
 			h.log.Warn("dlock: subscription command refused", "err", err)
 			if h.cluster != nil {
 				h.detachUnconfirmed(sh)
+				continue
 			}
-			continue
+			// Elsewhere (BUSY while a script runs long, say) the reply
+			// does not say which channel it refused, and one left
+			// unconfirmed would stay so, unheard, while the connection
+			// lasts: start over as for a broken connection.
 		}
 		if err != nil {
 			var netErr interface{ Timeout() bool }
@@ -521,8 +523,9 @@ func (h *Hub) receive(sh *shard) {
 					continue
 				}
 			}
-			// The connection is broken or silent though pinged: start over
-			// on a new one, resubscribed to every wanted channel.
+			// The connection is broken, silent though pinged, or refused
+			// a subscription: start over on a new one, resubscribed to
+			// every wanted channel.
 			if !h.restart(sh, err) {
 				return
 			}

@@ -768,3 +768,38 @@ func TestLateConfirmationWakes(t *testing.T) {
 		t.Fatalf("after the late confirmation: PUBLISH reached %d, woken=%v", n, pending(w))
 	}
 }
+
+// A subscription Redis refuses with an error reply other than NOPERM
+// (BUSY, while a script runs long) is asked for again on a new
+// connection: left unconfirmed on the old one, its channel went unheard
+// for as long as that connection lasted.
+func TestSubscriptionRefusedWhileBusyResubscribes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.subscribe(t, "release:warm", "") // the connection is up
+	if err := e.pub.ConfigSet(ctxT(t, 2*time.Second), "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	busy := e.srv.Client(t)
+	go busy.Eval(context.Background(), "while true do end", nil) // until SCRIPT KILL
+	if !eventually(5*time.Second, func() bool {
+		return strings.HasPrefix(fmt.Sprint(e.pub.Ping(ctxT(t, time.Second)).Err()), "BUSY")
+	}) {
+		t.Fatal("Redis not busy")
+	}
+	w, err := e.hub.Subscribe(ctxT(t, 5*time.Second), "release:busy", "", nil)
+	if err != nil {
+		t.Fatalf("Subscribe while Redis is busy: %v; want a waiter relying on its own expiry", err)
+	}
+	t.Cleanup(w.Close)
+	if err := e.pub.Do(ctxT(t, 2*time.Second), "SCRIPT", "KILL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(5*time.Second, func() bool { return e.numsub(t, "release:busy") == 1 }) {
+		t.Fatal("the channel refused while Redis was busy was not subscribed again")
+	}
+	take(w) // the wake-up of the resubscription
+	if n := e.publish(t, "release:busy", notify.WakeOne); n != 1 || !woken(w, time.Second) {
+		t.Fatalf("after the resubscription: PUBLISH reached %d, woken=%v", n, pending(w))
+	}
+}
