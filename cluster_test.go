@@ -188,3 +188,56 @@ func TestClusterFailoverContention(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterPausedMasterSparesOtherLeases: a client holds a lease on
+// each of two masters, renewed together; one master is paused (SIGSTOP).
+// Its lease is lost at its TTL, but the other's renewals go on: go-redis
+// answers a Cluster's pipeline once every node has, and a batch that
+// waited for the paused one (until the 3s read timeout) lost the lease on
+// the healthy master with it.
+func TestClusterPausedMasterSparesOtherLeases(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	ctx := t.Context()
+	admin := cl.Client(t)
+	masterOf := func(name string) string {
+		node, err := admin.MasterForKey(ctx, "{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return node.Options().Addr
+	}
+	pausedName, keptName := "paused-0", ""
+	for i := 1; keptName == ""; i++ {
+		if n := fmt.Sprintf("kept-%d", i); masterOf(n) != masterOf(pausedName) {
+			keptName = n
+		}
+	}
+	var victim *redistest.Server
+	for _, s := range cl.Nodes() {
+		if s.Addr() == masterOf(pausedName) {
+			victim = s
+		}
+	}
+	c := dlock.New(cl.Client(t))
+	defer c.Close()
+	ttl := 1500 * time.Millisecond
+	paused := mustTake(t, ctx, c.Mutex(pausedName, dlock.WithTTL(ttl)).Lock)
+	kept := mustTake(t, ctx, c.Mutex(keptName, dlock.WithTTL(ttl)).Lock)
+	time.Sleep(ttl / 2) // renewed together once
+	victim.Pause(t)
+	defer victim.Resume(t)
+	receive(t, paused.Lost(), "the Lost() of the lease on the paused master")
+	time.Sleep(2 * ttl)
+	select {
+	case <-kept.Lost():
+		t.Fatal("the lease on a healthy master was lost with the paused master's")
+	default:
+	}
+	if held, err := kept.Held(ctx); !held || err != nil {
+		t.Fatalf("Held of the lease on a healthy master: %v, %v", held, err)
+	}
+	if err := kept.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

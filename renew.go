@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,27 +35,90 @@ type renewBatch struct {
 	rdb redis.UniversalClient
 }
 
-// Renew sends the renewals in one batch (see sendAll) and reads each
-// reply, calling each lease's renewal hooks around it.
+var _ watchdog.PartedBatch = (*renewBatch)(nil)
+
+// Renew is RenewParts, its parts' errors gathered.
 func (b *renewBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
+	errs := make([]error, len(rs))
+	var mu sync.Mutex
+	b.RenewParts(ctx, rs, func(part []int, perr []error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for j, i := range part {
+			errs[i] = perr[j]
+		}
+	})
+	return errs
+}
+
+// RenewParts sends the renewals of each master (of a Cluster; on one
+// Redis all) in one batch (see sendAll), the masters' at once, and reads
+// each reply, calling each lease's renewal hooks around it. A master's
+// errors go to done as soon as it has answered: a paused one holds up no
+// other's renewals (go-redis answers a Cluster's pipeline once every
+// node has).
+func (b *renewBatch) RenewParts(ctx context.Context, rs []watchdog.Renewal, done func(part []int, errs []error)) {
 	calls := make([]scriptCall, len(rs))
-	var hctx []context.Context // for the leases' RenewEnd, if hooked
 	for i, r := range rs {
 		l := r.Lease.(*Lease)
 		calls[i] = l.ops.(batchable).renewal(l.token, r.TTL)
-		if l.hooked != nil {
+	}
+	parts := byMaster(ctx, b.rdb, calls)
+	if len(parts) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done(part, b.renewPart(ctx, rs, calls, part))
+		}()
+	}
+	done(parts[0], b.renewPart(ctx, rs, calls, parts[0]))
+	wg.Wait()
+}
+
+// renewPart sends the renewals at part of rs, whose calls are calls, in
+// one batch, and returns their errors, in part's order.
+func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, calls []scriptCall, part []int) []error {
+	sub := make([]scriptCall, len(part))
+	var hctx []context.Context // for the leases' RenewEnd, if hooked
+	for j, i := range part {
+		sub[j] = calls[i]
+		if l := rs[i].Lease.(*Lease); l.hooked != nil {
 			if hctx == nil {
-				hctx = make([]context.Context, len(rs))
+				hctx = make([]context.Context, len(part))
 			}
-			hctx[i] = l.hooked.renewStart(ctx, true)
+			hctx[j] = l.hooked.renewStart(ctx, true)
 		}
 	}
-	errs := make([]error, len(rs))
-	for i, cmd := range sendAll(ctx, b.rdb, calls) {
-		errs[i] = renewed(cmd.Bool())
-		if l := rs[i].Lease.(*Lease); l.hooked != nil {
-			l.hooked.renewEnd(hctx[i], errs[i])
+	errs := make([]error, len(part))
+	for j, cmd := range sendAll(ctx, b.rdb, sub) {
+		errs[j] = renewed(cmd.Bool())
+		if l := rs[part[j]].Lease.(*Lease); l.hooked != nil {
+			l.hooked.renewEnd(hctx[j], errs[j])
 		}
 	}
 	return errs
+}
+
+// byMaster splits calls by the master of their first key on a Cluster
+// (the calls whose master is not known together), and leaves them whole
+// elsewhere: at least one part, each the calls' places.
+func byMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [][]int {
+	var order []*redis.Client
+	parts := map[*redis.Client][]int{}
+	for i, c := range calls {
+		node, _ := nodeOf(ctx, rdb, c.keys) // nil but on a Cluster
+		if _, seen := parts[node]; !seen {
+			order = append(order, node)
+		}
+		parts[node] = append(parts[node], i)
+	}
+	out := make([][]int, len(order))
+	for k, node := range order {
+		out[k] = parts[node]
+	}
+	return out
 }

@@ -14,6 +14,17 @@ type Batch interface {
 	Renew(ctx context.Context, rs []Renewal) []error
 }
 
+// A PartedBatch is a Batch whose renewals go to Redis in parts (one per
+// shard of a Cluster): RenewParts reports each part's errors through done
+// (the renewals' places in rs, and an error each, with the meaning of
+// Renew's) as soon as its replies come, and every part's by the time it
+// returns, so that a slow or paused shard holds up the renewals of no
+// other.
+type PartedBatch interface {
+	Batch
+	RenewParts(ctx context.Context, rs []Renewal, done func(part []int, errs []error))
+}
+
 // Renewal is one lease's part of a batch: Config.Lease, and the TTL to
 // set.
 type Renewal struct {
@@ -61,5 +72,13 @@ func (s *state) renewBatch(b Batch, ws []*watch) {
 	f.cancel = cancel
 	s.flights++
 	out := s.outcomes
-	go func() { out <- outcome{f, b.Renew(ctx, rs)} }()
+	pb, parted := b.(PartedBatch)
+	if !parted {
+		go func() { out <- outcome{f: f, errs: b.Renew(ctx, rs), final: true} }()
+		return
+	}
+	go func() {
+		pb.RenewParts(ctx, rs, func(part []int, errs []error) { out <- outcome{f: f, part: part, errs: errs} })
+		out <- outcome{f: f, final: true}
+	}()
 }

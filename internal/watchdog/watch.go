@@ -61,10 +61,14 @@ type flight struct {
 	waiting int
 }
 
-// outcome is a flight's result: an error per watch.
+// outcome is a flight's result: an error per watch, or for those at part
+// (their places in f.watches) when not nil; final when the flight is over,
+// its watches with no error reported having had no reply.
 type outcome struct {
-	f    *flight
-	errs []error
+	f     *flight
+	part  []int
+	errs  []error
+	final bool
 }
 
 var errNoReply = errors.New("watchdog: no reply for this lease in its batch")
@@ -90,7 +94,7 @@ func (s *state) renewAlone(w *watch, ctx context.Context, ttl time.Duration, lim
 	s.fix(w)
 	s.flights++
 	renew, out := w.d.cfg.Renew, s.outcomes
-	go func() { out <- outcome{f, []error{renew(ctx, ttl)}} }()
+	go func() { out <- outcome{f: f, errs: []error{renew(ctx, ttl)}, final: true} }()
 }
 
 // send makes r w's renewal in flight. Redis may apply it as soon as it
@@ -117,17 +121,28 @@ func (s *state) request(w *watch, req request) {
 	}
 }
 
-// land takes in a flight's outcome for each watch still waiting for it.
+// land takes in a flight's outcome for each watch it is about that is
+// still waiting for it.
 func (s *state) land(o outcome) {
-	s.flights--
-	o.f.cancel()
-	for i, w := range o.f.watches {
+	if o.final {
+		s.flights--
+		o.f.cancel()
+	}
+	n := len(o.f.watches)
+	if o.part != nil {
+		n = len(o.part)
+	}
+	for j := range n {
+		w := o.f.watches[j]
+		if o.part != nil {
+			w = o.f.watches[o.part[j]]
+		}
 		if w.index < 0 || w.inflight == nil || w.inflight.f != o.f {
 			continue
 		}
 		err := errNoReply
-		if i < len(o.errs) {
-			err = o.errs[i]
+		if j < len(o.errs) {
+			err = o.errs[j]
 		}
 		s.settle(w, err)
 	}
