@@ -54,7 +54,8 @@ func (s *state) renewBatches(due map[Batch]bool, now time.Time) {
 }
 
 // renewBatch sends the automatic renewals of ws in one exchange through
-// b, bounded by the latest of their renewals' limits.
+// b, bounded by the latest of their renewals' limits; each is sent again
+// once its own has passed (see abandon).
 func (s *state) renewBatch(b Batch, ws []*watch) {
 	f := &flight{watches: ws, waiting: len(ws)}
 	rs := make([]Renewal, len(ws))
@@ -62,8 +63,9 @@ func (s *state) renewBatch(b Batch, ws []*watch) {
 	var limit time.Time
 	for i, w := range ws {
 		rs[i] = Renewal{Lease: w.d.cfg.Lease, TTL: w.ttl}
-		w.send(&renewal{f: f, sent: sent, ttl: w.ttl})
-		if l := earlier(w.deadline, sent.Add(w.ttl/3)); l.After(limit) {
+		l := earlier(w.deadline, sent.Add(w.ttl/3))
+		w.send(&renewal{f: f, sent: sent, ttl: w.ttl, limit: l})
+		if l.After(limit) {
 			limit = l
 		}
 		s.fix(w)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,5 +239,33 @@ func TestLoopRunsOneGoroutine(t *testing.T) {
 	}
 	if got := runtime.NumGoroutine() - before; got > 0 {
 		t.Errorf("%d goroutines left after every watch stopped; want the loop's to end", got)
+	}
+}
+
+// A batch that hangs past a lease's limit (a third of its TTL after the
+// renewal was sent), whatever its context says (go-redis' reads wait for
+// its ReadTimeout unless the client has ContextTimeoutEnabled), does not
+// hold that lease's renewal: it is sent again in another exchange, which
+// keeps the lease, rather than lost at its deadline.
+func TestHungBatchSendsRenewalAgain(t *testing.T) {
+	t.Parallel()
+	const ttl = 300 * time.Millisecond
+	var hung atomic.Bool
+	release := make(chan struct{})
+	defer close(release)
+	b := &fakeBatch{block: func(context.Context) {
+		if hung.CompareAndSwap(false, true) {
+			<-release // the first exchange only, its ctx unheeded
+		}
+	}}
+	r := newRecorder()
+	cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: r.onLost, Batch: b, Lease: 0}
+	d := watchdog.NewLoop().Start(cfg, watchdog.Deadline(time.Now(), ttl))
+	if at, lost := r.waitLost(3 * ttl); lost {
+		t.Fatalf("lost at %v while its renewal's first exchange hung; want it sent again", at)
+	}
+	stopWithin(t, d, time.Second)
+	if exchanges, _ := b.renewed(); exchanges < 3 {
+		t.Errorf("%d exchanges in %v; want the hung one and renewals after it", exchanges, 3*ttl)
 	}
 }

@@ -48,6 +48,12 @@ type renewal struct {
 	sent  time.Time
 	ttl   time.Duration
 	reply chan error // the Refresh caller's, if any
+	// limit, for a renewal in a batch, is when the loop stops waiting for
+	// it and sends it again (see abandon): a batch's exchange is bounded
+	// by the latest of its leases' limits, and go-redis may not even
+	// honour that (its reads wait for ReadTimeout unless the client has
+	// ContextTimeoutEnabled).
+	limit time.Time
 }
 
 // flight is one exchange with Redis in flight: one lease's renewal, or a
@@ -80,7 +86,10 @@ func (w *watch) renews() bool { return w.d.cfg.Auto || w.first }
 // wake is when the loop must look at w: its deadline, or a renewal due
 // before it while none is in flight.
 func (w *watch) wake() time.Time {
-	if w.renews() && w.inflight == nil && w.next.Before(w.deadline) {
+	switch r := w.inflight; {
+	case r != nil && !r.limit.IsZero():
+		return earlier(r.limit, w.deadline)
+	case w.renews() && r == nil && w.next.Before(w.deadline):
 		return w.next
 	}
 	return w.deadline
@@ -197,6 +206,8 @@ func (s *state) tick(now time.Time) {
 		switch {
 		case !now.Before(w.deadline):
 			s.lose(w, w.expiry())
+		case w.inflight != nil:
+			s.abandon(w) // past its limit
 		case w.d.cfg.Batch != nil:
 			if batches == nil {
 				batches = map[Batch]bool{}
@@ -209,6 +220,18 @@ func (s *state) tick(now time.Time) {
 	if len(batches) > 0 {
 		s.renewBatches(batches, now)
 	}
+}
+
+// abandon stops waiting for w's renewal in a batch, past its limit, and
+// takes it as failed: Redis may still apply it, and w's renewal is sent
+// again soon, in another exchange. The exchange is cancelled once none of
+// its leases waits for it.
+func (s *state) abandon(w *watch) {
+	f := w.inflight.f
+	if f.waiting--; f.waiting == 0 {
+		f.cancel()
+	}
+	s.settle(w, errNoReply)
 }
 
 // lose ends w's watch with a loss for cause.
