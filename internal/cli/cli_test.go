@@ -312,6 +312,25 @@ func TestStatusListUnlock(t *testing.T) {
 	if code, _, _ := dl(t, srv, "run", "-n", "deploy", "--", "true"); code != 0 {
 		t.Errorf("lock still held after unlock --force (exit %d)", code)
 	}
+
+	// A set's members are freed one at a time, and a semaphore's holders
+	// counted.
+	pool := c.MutexSet("pool", dlock.WithTTL(30*time.Second))
+	if _, err := pool.Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := dl(t, srv, "unlock", "--force", "pool"); code != 2 || !strings.Contains(errOut, "--member") {
+		t.Errorf("unlock --force of a held set: exit %d, %q, %q; want a usage error naming --member", code, out, errOut)
+	}
+	sem := c.Semaphore("slots", 4, dlock.WithTTL(30*time.Second))
+	for range 2 {
+		if _, err := sem.Acquire(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, _ := dl(t, srv, "unlock", "--force", "slots"); code != 0 || !strings.Contains(out, "removed 2 holders of semaphore slots (2 permits)") {
+		t.Errorf("unlock --force of a semaphore: exit %d, %q", code, out)
+	}
 }
 
 // spawnAll runs n dlock commands at once, the i-th with args(i), and
