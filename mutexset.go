@@ -130,8 +130,9 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 }
 
 // TryAcquire takes the least recently used free member, in one round
-// trip. If no member is free, or the set has none, it returns
-// ErrNotAcquired and changes nothing.
+// trip. If no member is free (but those that waiters ahead would take,
+// one each), or the set has none, it returns ErrNotAcquired and changes
+// nothing.
 func (s *MutexSet) TryAcquire(ctx context.Context) (*Lease, error) {
 	return s.c.acquire(ctx, s.acquisition("", false), false)
 }

@@ -1128,3 +1128,42 @@ func TestSetManyDeadWaitersAhead(t *testing.T) {
 	}
 	mustUnlock(t, l)
 }
+
+// TestSetFreeMemberBesideOneKept: the least recently used free member is
+// kept for a waiter ahead (here one that died without leaving, not yet
+// passed over), but another member is free: TryAcquire takes that one
+// rather than refuse, and Acquire does not wait for the dead waiter.
+func TestSetFreeMemberBesideOneKept(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	s := c.MutexSet("kept", dlock.WithTTL(30*time.Second))
+	if err := s.Add(ctx, "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	const base = "dlock:{kept}:set:"
+	alive := time.Now().Add(time.Minute).UnixMilli()
+	for i, w := range []string{"ghost-any", "ghost-for-b"} {
+		pipe := rdb.TxPipeline()
+		pipe.ZAdd(ctx, base+"queue", redis.Z{Score: float64(1 + i), Member: w}) // arrived long ago
+		pipe.ZAdd(ctx, base+"alive", redis.Z{Score: float64(alive), Member: w})
+		pipe.HSet(ctx, base+"wmeta", w, map[string]string{"ghost-any": "0:", "ghost-for-b": "1:b"}[w])
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a, the least recently used, is kept for the waiter for any member,
+	// and b for the one waiting for b: c is free for nobody ahead.
+	l, err := s.TryAcquire(ctx)
+	if err != nil || l.Name() != "c" {
+		t.Fatalf("TryAcquire beside members kept for waiters ahead: %v, %v; want c", l, err)
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire with every free member kept: %v, want ErrNotAcquired", err)
+	}
+	mustUnlock(t, l) // c goes to the waiter for any member, a is free for nobody
+	if l, err := s.TryAcquire(ctx); err != nil || l.Name() != "a" {
+		t.Fatalf("TryAcquire once c was handed to the waiter for any member: %v, %v; want a", l, err)
+	} else {
+		mustUnlock(t, l)
+	}
+}

@@ -2,10 +2,12 @@
 -- when none is named the least recently used one (never-used first), if
 -- the caller may have it: no waiter ahead of it would take that member,
 -- or that waiter has not yet waited starve_us (a newcomer may barge in,
--- as with Mutex). Otherwise, when asked, queue the caller or renew its
+-- as with Mutex). When none is named and waiters ahead keep the least
+-- recently used members, one each, the next free one is taken (of the
+-- first ten). Otherwise, when asked, queue the caller or renew its
 -- place. Costs O(log n) in the set's size, plus O(k) for the k (at most
 -- 100) expired leases it frees on the way, and with waiters O(w) for the
--- w (at most 100) it looks at.
+-- w (at most 100) it looks at, for each of up to ten free members.
 -- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
@@ -57,12 +59,13 @@ if queued then
   prune_waiters(KEYS[11], KEYS[12], KEYS[13], ms)
 end
 -- ahead is the waiter that should have member m before the caller, and
--- has waited long enough to keep it from a newcomer; nil when none.
-local function ahead(m)
+-- has waited long enough to keep it from a newcomer, but for those in
+-- skip (see set_first_for); nil when none.
+local function ahead(m, skip)
   if not queued then
     return nil
   end
-  local w, order, _, deadline = set_first_for(m, tok)
+  local w, order, _, deadline = set_first_for(m, tok, skip)
   if not may_take(w, order, tok, now, tonumber(ARGV[7])) then
     return w, deadline
   end
@@ -119,6 +122,19 @@ if m then
   local w, deadline = ahead(m)
   if not w then
     return take(m)
+  end
+  -- The least recently used member is kept for a waiter ahead (one just
+  -- woken to take it, or a dead one not pruned yet): another free member
+  -- may be for nobody ahead. Each waiter ahead keeps one member from the
+  -- caller, the first it would take; the next nine free members are
+  -- looked at.
+  local kept = {[w] = true}
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[2], '1', '9')) do
+    local v = ahead(other, kept)
+    if not v then
+      return take(other)
+    end
+    kept[v] = true
   end
   return behind(deadline, 0)
 end

@@ -136,11 +136,12 @@ end
 -- set_first_for returns the first live waiter that would take member m
 -- (one waiting for m or for any member), its arrival order, its entry
 -- and its liveness deadline (server ms, the string read), looking at the
--- first 100 waiters and none from stop on; nil when there is none. Dead
+-- first 100 waiters and none from stop on, and passing over those in skip
+-- (a table of tokens, or nil); nil when there is none. Dead
 -- waiters must have been pruned; one queued with no deadline at all, or
 -- with an entry dlock cannot read (something else removed or wrote it),
 -- is dropped on the way, as good as dead (see live_first in waiters.lua).
-local function set_first_for(m, stop)
+local function set_first_for(m, stop, skip)
   local q = redis.call('ZRANGE', KEYS[11], '0', '99', 'WITHSCORES')
   if #q == 0 then
     return nil
@@ -155,7 +156,9 @@ local function set_first_for(m, stop)
       return nil
     end
     local want = set_waiter(entries[i])
-    if want == nil then
+    if skip and skip[tok] then
+      -- passed over
+    elseif want == nil then
       drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
     elseif want == '' or want == m then
       local deadline = redis.call('ZSCORE', KEYS[12], tok)
