@@ -70,7 +70,8 @@ func (e *env) listCmd() *cobra.Command {
 		Use:   "list [PATTERN]",
 		Short: "List the locks in Redis, optionally those whose name matches PATTERN",
 		Long: `list walks Redis with SCAN (never KEYS) and shows every lock under the
-prefix whose name matches PATTERN (shell glob syntax: *, ?, [...]).`,
+prefix whose name matches PATTERN (Go's path.Match syntax: *, ?, [...]; as in
+a file path, * and ? do not match a /: "deploy/*" lists deploy/prod).`,
 		Args: rangeArgs(0, 1, "usage: dlock list [--json] [PATTERN]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pattern := ""
