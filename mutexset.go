@@ -28,7 +28,8 @@ const setBatch = 1000
 // gives a member released a moment ago time before it is reused.
 //
 // Members are explicit: they stay in Redis until removed, like the data of
-// a set, and the set's keys go once its last member is removed. A member
+// a set, and the set's keys go once its last member is removed (its last
+// fence a minute after it could matter, as a Mutex's). A member
 // whose lease expires is free again at once.
 //
 // Cost: acquiring any member, releasing, renewing and Status are O(log n)
@@ -111,8 +112,9 @@ func (s *MutexSet) Add(ctx context.Context, members ...string) error {
 // ignored; no members, or a bad name, is ErrInvalid. Members go in batches
 // as for Add: if Remove fails, earlier batches may have been removed.
 //
-// A member's fences start over from Redis' clock when it is removed and
-// added again: still above the earlier ones unless that clock stepped back.
+// A member removed and added again gets fences above its old ones, also
+// once the set was emptied, as long as a minute after they could still be
+// ahead of Redis' clock (the set's highest fence is kept that long).
 func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 	if err := s.checkMembers(members); err != nil {
 		return err
@@ -209,8 +211,8 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 // Members and Free count the members, and those free now; Held tells
 // whether any member is held; TTL is the time until the first held lease
 // runs out (-1 if none ever does, 0 if nothing is held), that is, when a
-// member frees by itself at the latest; Fence is the last fence issued in
-// the set; Waiters are the callers queued for a member, first first.
+// member frees by itself at the latest; Fence is the highest fence issued
+// in the set; Waiters are the callers queued for a member, first first.
 // Metadata and Since stay empty: Members lists the holders.
 func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 	v, err := s.evalSlice(ctx, "status of", setStatus, 5)

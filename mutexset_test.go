@@ -622,13 +622,32 @@ func TestSetRemove(t *testing.T) {
 	}
 	mustUnlock(t, lc3)
 
-	// Removing the last member leaves no key behind.
+	// So it does when the set was emptied, and the clock is behind its old
+	// fences (stepped back): the set's highest fence outlives it while it
+	// is ahead of the clock, a minute more, and no longer.
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	if err := rdb.HSet(ctx, "dlock:{shrink}:set:fences", "c", ahead).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lc4 := mustAcquireMember(t, s, "c")
+	mustUnlock(t, lc4)
 	if err := s.Remove(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if ks, err := rdb.Keys(ctx, "*").Result(); err != nil || len(ks) != 0 {
-		t.Errorf("keys left after the set was emptied: %q, %v", ks, err)
+	if ks, err := rdb.Keys(ctx, "*").Result(); err != nil || !slices.Equal(ks, []string{"dlock:{shrink}:set:last"}) {
+		t.Errorf("keys left after the set was emptied: %q, %v; want its last fence alone", ks, err)
 	}
+	if ttl := rdb.PTTL(ctx, "dlock:{shrink}:set:last").Val(); ttl < time.Hour || ttl > time.Hour+61*time.Second {
+		t.Errorf("the emptied set's last fence lives %v; want while ahead of the clock, and a minute", ttl)
+	}
+	if err := s.Add(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	lc5 := mustAcquireMember(t, s, "c")
+	if lc5.Fence() <= lc4.Fence() || lc4.Fence() <= uint64(ahead) {
+		t.Errorf("fence %d after re-adding to an emptied set, not above %d", lc5.Fence(), lc4.Fence())
+	}
+	mustUnlock(t, lc5)
 }
 
 // TestSetLostOnFlush: the set vanishes under a holder; Do's context is

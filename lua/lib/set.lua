@@ -12,8 +12,11 @@
 --   KEYS[7]  since: hash member -> acquired at (server ms)
 --   KEYS[8]  fences: hash member -> last fence issued for it
 --   KEYS[9]  removing: set of members removed while held
---   KEYS[10] last: the last fence issued in the set (changes whenever a
---            member changes hands)
+--   KEYS[10] last: the highest fence issued in the set (changes whenever
+--            a member changes hands, but for a clock stepped back); a
+--            member with no fence of its own (new, or removed and added
+--            again) starts above it, and it outlives an emptied set while
+--            it can be ahead of the clock (see keep_fence)
 --   KEYS[11] the waiters' queue: zset token -> arrival order (see waiters.lua)
 --   KEYS[12] their liveness: zset token -> deadline (server ms)
 --   KEYS[13] what they wait for: hash token -> "<n>:<member><metadata>",
@@ -41,14 +44,20 @@ local function set_expiry(m)
 end
 
 -- set_forget drops member m from the set. Once the set has no member left
--- every key of it goes, so an emptied set leaves nothing behind.
+-- every key of it goes, but its highest fence, kept while it can still be
+-- ahead of the clock: so an emptied set leaves nothing behind for long,
+-- and a member added again gets fences above its old ones.
 local function set_forget(m)
   redis.call('ZREM', KEYS[1], m)
   redis.call('ZREM', KEYS[2], m)
   redis.call('HDEL', KEYS[8], m)
   redis.call('SREM', KEYS[9], m)
   if redis.call('ZCARD', KEYS[1]) == 0 then
+    local last = redis.call('GET', KEYS[10])
     redis.call('DEL', unpack(KEYS))
+    if last then
+      keep_fence(KEYS[10], tonumber(last), now_us())
+    end
   end
 end
 
@@ -89,18 +98,21 @@ end
 -- set_grant gives the free member m to the lease tok at the server's time
 -- now (µs), clock as a decimal string (see clock_us), and returns its
 -- fence as a decimal string: max(last + 1, now), above every fence m had
--- before, expired or not; the clock itself when it has passed m's last
--- fence (see exceeds). ttl is in ms, 0 for a lease that never expires. The
+-- before, expired or not (last: m's own, or for a member with none the
+-- set's highest); the clock itself when it has passed it (see exceeds). ttl is in ms, 0 for a lease that never expires. The
 -- expiry is rounded up to the next ms: Redis must keep the lease at least
 -- ttl.
 local function set_grant(m, tok, ttl, meta, now, clock)
   local fs = clock
-  local last = redis.call('HGET', KEYS[8], m)
+  local last = redis.call('HGET', KEYS[8], m) or redis.call('GET', KEYS[10])
   if not exceeds(clock, last) then
     fs = int(tonumber(last) + 1)
   end
   redis.call('HSET', KEYS[8], m, fs)
-  redis.call('SET', KEYS[10], fs)
+  local highest = redis.call('SET', KEYS[10], fs, 'GET')
+  if highest and not exceeds(fs, highest) then
+    redis.call('SET', KEYS[10], highest) -- a clock stepped back
+  end
   redis.call('ZREM', KEYS[2], m)
   local expiry = '+inf'
   if ttl > 0 then
