@@ -28,6 +28,9 @@ const (
 	// cron job can tell "Redis down" from "held elsewhere".
 	ExitUnavailable = 69
 	ExitLost        = 75 // the lease was lost while the command ran (EX_TEMPFAIL)
+	// ExitNoPerm: Redis refused the credentials or the ACL refused a
+	// command (EX_NOPERM): a misconfiguration, not a lock held elsewhere.
+	ExitNoPerm = 77
 )
 
 // DefaultRedis is the Redis URL used without --redis or $DLOCK_REDIS.
@@ -190,10 +193,31 @@ func failed(err error) error {
 	if errors.Is(err, dlock.ErrInvalid) || errors.Is(err, dlock.ErrNoMember) || errors.Is(err, dlock.ErrUnsupported) {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	if refused(err) {
+		return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("Redis refused: %w", err)}
+	}
 	if unreachable(err) {
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", err)}
 	}
 	return &ExitError{Code: 1, Err: err}
+}
+
+// refused reports whether err is Redis refusing the client's credentials
+// (WRONGPASS, NOAUTH) or a command to its ACL user: NOPERM, or inside a
+// script (as the library words it, see its explain) "can't run this
+// command" (7.0) or "ACL failure in script" (7.2 and later).
+func refused(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.Contains(msg, "can't run this command") || strings.Contains(msg, "ACL failure in script")
 }
 
 var quietOnce sync.Once

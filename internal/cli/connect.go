@@ -66,7 +66,8 @@ const reachTimeout = 5 * time.Second
 
 // reach checks that a majority of rdbs (one: all) answer a PING within
 // reachTimeout, so that a command does not wait for a lock on a Redis that
-// is down, but exits 69 at once. An ACL without PING is no reason to stop.
+// is down, but exits 69 at once (77 when it refused the credentials). An
+// ACL without PING is no reason to stop.
 func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
 	defer cancel()
@@ -78,6 +79,8 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 			defer wg.Done()
 			err := rdb.Ping(ctx).Err()
 			switch {
+			case refused(err) && !strings.HasPrefix(err.Error(), "NOPERM"):
+				errs[i] = err // the credentials; an ACL without PING is no reason to stop
 			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 				// Connected, maybe, but not answered: paused, or frozen.
 				errs[i] = fmt.Errorf("no answer within %v: %w", reachTimeout, err)
@@ -93,10 +96,15 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 			down = append(down, err)
 		}
 	}
-	if len(down) > len(rdbs)-(len(rdbs)/2+1) {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", down[0])}
+	if len(down) <= len(rdbs)-(len(rdbs)/2+1) {
+		return nil
 	}
-	return nil
+	for _, err := range down {
+		if refused(err) {
+			return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("Redis refused the credentials: %w", err)}
+		}
+	}
+	return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", down[0])}
 }
 
 // connectRedlock opens one client per Redis server and a Redlock client

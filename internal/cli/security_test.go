@@ -77,8 +77,8 @@ func TestCommandUnderACL(t *testing.T) {
 	limited := redistest.Start(t)
 	env = []string{"DLOCK_REDIS=" + aclUser(t, limited, "+time")}
 	code, _, errOut := dlEnv(t, env, "run", "job", "--", "true")
-	if code == 0 || !strings.Contains(errOut, "lacks a permission dlock needs") {
-		t.Errorf("run without +time: exit %d, stderr %q; want the missing permission named", code, errOut)
+	if code != 77 || !strings.Contains(errOut, "lacks a permission dlock needs") {
+		t.Errorf("run without +time: exit %d, stderr %q; want 77 (EX_NOPERM) and the missing permission named", code, errOut)
 	}
 
 	// A user that may not listen cannot follow an election: leader
@@ -143,8 +143,10 @@ func TestPasswordNeverShown(t *testing.T) {
 	dlEnv(t, env, "run", "--help")
 	dlEnv(t, env, "status", "job")
 	wrong := []string{"DLOCK_REDIS=redis://dlock:" + password + "x@" + srv.Addr()}
-	if code, _, errOut := dlEnv(t, wrong, "run", "job", "--", "true"); code == 0 || !strings.Contains(errOut, "WRONGPASS") {
-		t.Errorf("wrong password: exit %d, stderr %q", code, errOut)
+	for _, args := range [][]string{{"run", "job", "--", "true"}, {"status", "job"}} {
+		if code, _, errOut := dlEnv(t, wrong, args...); code != 77 || !strings.Contains(errOut, "WRONGPASS") {
+			t.Errorf("dlock %v with a wrong password: exit %d, stderr %q; want 77 (EX_NOPERM), not the conflict code", args, code, errOut)
+		}
 	}
 	bad := []string{"DLOCK_REDIS=redis://dlock:" + password + "@127.0.0.1:notaport"}
 	if code, _, errOut := dlEnv(t, bad, "run", "job", "--", "true"); code != 2 || !strings.Contains(errOut, "xxxxx") {
