@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -501,5 +502,25 @@ func TestUnknownSubcommandRefused(t *testing.T) {
 	}
 	if code, stdout, _ := dl(t, srv, "set", "--help"); code != 0 || !strings.Contains(stdout, "add") {
 		t.Errorf("set --help: exit %d, %q", code, stdout)
+	}
+}
+
+// failingWriter fails every write, as a full disk or a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestOutputFailureExits1: status and list whose output cannot be written
+// exit 1 and say so, in table and JSON alike, rather than 0 with nothing
+// written, or 2 as if the arguments were wrong.
+func TestOutputFailureExits1(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, args := range [][]string{{"list"}, {"list", "--json"}, {"status", "x"}, {"status", "--json", "x"}} {
+		var errb bytes.Buffer
+		err := cli.Run(context.Background(), append([]string{"--redis", "redis://" + srv.Addr()}, args...), strings.NewReader(""), failingWriter{}, &errb)
+		if code := cli.ExitCode(err); code != 1 || !strings.Contains(errb.String(), "writing the output") {
+			t.Errorf("dlock %v with its output failing: exit %d, stderr %q; want 1", args, code, errb.String())
+		}
 	}
 }

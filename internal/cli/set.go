@@ -75,7 +75,7 @@ func (e *env) setListCmd() *cobra.Command {
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printable(m.Name), state, holder, ttl, fence)
 				}
-				return tw.Flush()
+				return written(tw.Flush())
 			})
 		},
 	}

@@ -40,11 +40,10 @@ no state is free.`,
 				return writeJSON(e.stdout, sts)
 			}
 			if len(sts) == 0 {
-				fmt.Fprintf(e.stdout, "%s: free (no state in Redis)\n", args[0])
-				return nil
+				_, err := fmt.Fprintf(e.stdout, "%s: free (no state in Redis)\n", args[0])
+				return written(err)
 			}
-			writeTable(e.stdout, sts)
-			return nil
+			return writeTable(e.stdout, sts)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -90,8 +89,7 @@ a file path, * and ? do not match a /: "deploy/*" lists deploy/prod).`,
 			if asJSON {
 				return writeJSON(e.stdout, sts)
 			}
-			writeTable(e.stdout, sts)
-			return nil
+			return writeTable(e.stdout, sts)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -176,11 +174,20 @@ func writeJSON(w io.Writer, sts []dlock.Status) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return written(enc.Encode(out))
+}
+
+// written is err, from writing the output, as the exit it makes: 1, not
+// a usage error.
+func written(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: 1, Err: fmt.Errorf("writing the output: %w", err)}
 }
 
 // writeTable prints statuses as an aligned table.
-func writeTable(w io.Writer, sts []dlock.Status) {
+func writeTable(w io.Writer, sts []dlock.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tHOLDER\tTTL\tFENCE\tWAITING")
 	for _, st := range sts {
@@ -206,7 +213,7 @@ func writeTable(w io.Writer, sts []dlock.Status) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(st.Name), st.Kind, state, holder, ttl, fence, waiting(st))
 	}
-	tw.Flush()
+	return written(tw.Flush())
 }
 
 // waiting summarises who else is in the lock: queued waiters, readers,
