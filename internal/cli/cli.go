@@ -103,6 +103,9 @@ type env struct {
 	redlock        bool
 	prefix         string
 	verbose        bool // -v: log each step on stderr (verbosef)
+	// rdbs are the Redis clients connect opened, for asking again
+	// whether Redis answers (see hold).
+	rdbs []redis.UniversalClient
 }
 
 // Run runs the dlock command line args (without the program name). Errors

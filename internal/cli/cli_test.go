@@ -524,3 +524,25 @@ func TestOutputFailureExits1(t *testing.T) {
 		}
 	}
 }
+
+// TestShortWaitOnAHeldLockIsAConflict: a -w that ends while a try is on
+// its way, its reply not come yet, means the lock was held for all of -w,
+// not that Redis is down: exit 1 (-E), not 69, when Redis answers.
+func TestShortWaitOnAHeldLockIsAConflict(t *testing.T) {
+	t.Parallel()
+	srv, c := library(t)
+	held, err := c.Mutex("slowtry").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(context.Background())
+	proxy := redistest.StartProxy(t, srv.Addr())
+	delivered := proxy.DelayReply("slowtry", 500*time.Millisecond)
+	var out, errb bytes.Buffer
+	err = cli.Run(context.Background(), []string{"--redis", "redis://" + proxy.Addr(), "run", "-w", "100ms", "slowtry", "--", "true"},
+		strings.NewReader(""), &out, &errb)
+	if code := cli.ExitCode(err); code != 1 {
+		t.Errorf("run -w 100ms on a held lock, its try's reply late: exit %d, stderr %q; want 1", code, errb.String())
+	}
+	<-delivered
+}

@@ -37,7 +37,8 @@ func (e *env) connect(ctx context.Context) (*dlock.Client, func(), error) {
 		return e.connectRedlock(ctx, opts)
 	}
 	rdb := e.redisClient(opts)
-	if err := reach(ctx, []redis.UniversalClient{rdb}); err != nil {
+	e.rdbs = []redis.UniversalClient{rdb}
+	if err := reach(ctx, e.rdbs); err != nil {
 		rdb.Close()
 		return nil, nil, err
 	}
@@ -114,6 +115,7 @@ func (e *env) connectRedlock(ctx context.Context, opts []*redis.Options) (*dlock
 	for i, o := range opts {
 		rdbs[i] = redis.NewClient(o)
 	}
+	e.rdbs = rdbs
 	if err := reach(ctx, rdbs); err != nil {
 		for _, r := range rdbs {
 			r.Close()

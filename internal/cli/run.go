@@ -172,6 +172,13 @@ type target struct {
 	held func(*dlock.Lease) string
 }
 
+// cutShort reports whether err ended a wait at -w's deadline, perhaps
+// with a try on its way whose reply had not come by then: that says
+// nothing of Redis unless Redis does not answer now either.
+func cutShort(err error) bool {
+	return errors.Is(err, dlock.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded)
+}
+
 // hold acquires t's lease, runs argv while holding it, with DLOCK_FENCE
 // and t's variables in its environment, and returns the exit the command
 // line should have.
@@ -193,7 +200,7 @@ func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) er
 	if sig != nil {
 		return &ExitError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("interrupted while waiting for %s", t.what)}
 	}
-	if unreachable(err) {
+	if unreachable(err) && !(cutShort(err) && reach(ctx, e.rdbs) == nil) {
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis; %s not obtained: %w", t.what, err)}
 	}
 	if errors.Is(err, dlock.ErrNotAcquired) {
