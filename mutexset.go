@@ -171,6 +171,9 @@ func (s *MutexSet) AcquireMember(ctx context.Context, member string) (*Lease, er
 // the moment the lease is lost. Do returns fn's error joined with any
 // error from the release.
 func (s *MutexSet) Do(ctx context.Context, fn func(ctx context.Context, member string) error) error {
+	if fn == nil {
+		return errNoFunc
+	}
 	var member string
 	acquire := func(ctx context.Context) (*Lease, error) {
 		l, err := s.Acquire(ctx)

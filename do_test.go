@@ -1,0 +1,71 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-dlock/dlock"
+)
+
+// TestDoReleasesWhenFnPanics: a panic in Do's function goes on to the
+// caller, once the lease is released: recovered upstream (an HTTP server
+// does), it must not leave the lock held for as long as the process lives.
+func TestDoReleasesWhenFnPanics(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	m := c.Mutex("panics", dlock.WithTTL(10*time.Second))
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the function's panic", r)
+			}
+		}()
+		_ = m.Do(ctx, func(context.Context) error { panic("boom") })
+	}()
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after Do's function panicked: %v; want the lock released", err)
+	}
+	mustUnlock(t, l)
+	if err := m.Do(ctx, nil); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Do(nil): %v, want ErrInvalid", err)
+	}
+	if err := c.MutexSet("panics").Do(ctx, nil); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("MutexSet.Do(nil): %v, want ErrInvalid", err)
+	}
+}
+
+// TestDoReturnsByItsDeadline: Do returns by its ctx's deadline (plus a
+// little) even when Redis cannot take the release then, which goes on in
+// the background: it took the 5s of a detached Unlock.
+func TestDoReturnsByItsDeadline(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	m := c.Mutex("deadline", dlock.WithTTL(10*time.Second))
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	paused := false
+	start := time.Now()
+	err := m.Do(dctx, func(ctx context.Context) error {
+		srv.Pause(t)
+		paused = true
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	took := time.Since(start)
+	if paused {
+		srv.Resume(t)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || took > 2*time.Second {
+		t.Fatalf("Do with Redis paused at its deadline: %v after %v; want the deadline's error at about 300ms", err, took)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer lcancel()
+	l, err := m.Lock(lctx) // the release, once Redis answers again
+	if err != nil {
+		t.Fatalf("Lock after Do: %v; want the lock released in the background", err)
+	}
+	mustUnlock(t, l)
+}
