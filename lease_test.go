@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -293,4 +294,39 @@ func TestManualRefresh(t *testing.T) {
 	default:
 		t.Fatal("Lost() open after Refresh found the lease gone")
 	}
+}
+
+// TestLongestTTL: a TTL of math.MaxInt64 ns (292 years, a common "for
+// ever") is a TTL like any other. Rounded up to whole ms it overflowed to
+// a negative expiry: Refresh returned nil and Redis dropped the lease, so
+// a second caller got the lock while the first's Lost() stayed open.
+func TestLongestTTL(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	const forever = time.Duration(math.MaxInt64)
+	m := c.Mutex("forever", dlock.WithTTL(forever))
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock with a TTL of %v: %v", forever, err)
+	}
+	short := c.Mutex("refreshed", dlock.WithTTL(time.Minute))
+	r := mustTake(t, ctx, short.TryLock)
+	if err := r.Refresh(ctx, forever); err != nil {
+		t.Fatalf("Refresh to %v: %v", forever, err)
+	}
+	sem := c.Semaphore("forever", 1, dlock.WithTTL(forever))
+	s, err := sem.TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("Semaphore.TryAcquire with a TTL of %v: %v", forever, err)
+	}
+	for name, try := range map[string]func() error{
+		"Mutex":     func() error { _, err := m.TryLock(ctx); return err },
+		"refreshed": func() error { _, err := short.TryLock(ctx); return err },
+		"Semaphore": func() error { _, err := sem.TryAcquire(ctx, 1); return err },
+	} {
+		if err := try(); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%s held for %v: a second caller got %v, want ErrNotAcquired", name, forever, err)
+		}
+	}
+	mustUnlock(t, l, r, s)
 }

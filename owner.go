@@ -111,7 +111,11 @@ var errBadReply = errors.New("dlock: unexpected script reply")
 // millis converts a TTL to whole milliseconds for Redis, rounding up: the
 // watchdog counts the exact TTL, so Redis must never keep less.
 func millis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++ // rounded up, without the overflow d + 999,999ns has near MaxInt64
+	}
+	return ms
 }
 
 // ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1.
