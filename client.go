@@ -68,7 +68,9 @@ func newClient(cfg clientConfig) *Client {
 func newClientConfig(opts []Option) clientConfig {
 	cfg := clientConfig{prefix: DefaultPrefix, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // an option left out, as a nil one
+			o(&cfg)
+		}
 	}
 	return cfg
 }
@@ -129,7 +131,9 @@ func (c *Client) lockKeys(k kind, name string) (keys.Lock, error) {
 func newLockConfig(opts []LockOption) lockConfig {
 	cfg := defaultLockConfig()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	return cfg
 }

@@ -58,11 +58,15 @@ func ExampleMutex_TryLock() {
 	locks := dlock.New(rdb)
 	defer locks.Close()
 
-	first, _ := locks.Mutex("cron:cleanup").TryLock(ctx)
+	first, err := locks.Mutex("cron:cleanup").TryLock(ctx)
+	if err != nil {
+		fmt.Println(err) // another run has it, or Redis did not answer
+		return
+	}
 	defer first.Unlock(ctx)
 
 	// Another run of the job finds the lock taken and skips its turn.
-	_, err := locks.Mutex("cron:cleanup").TryLock(ctx)
+	_, err = locks.Mutex("cron:cleanup").TryLock(ctx)
 	if errors.Is(err, dlock.ErrNotAcquired) {
 		fmt.Println("another run holds it; skipping")
 	}

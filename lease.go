@@ -172,6 +172,9 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // ctx ends while another Refresh or an Unlock of the lease waits for
 // Redis, Refresh returns ctx's error and changes nothing.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLease
+	}
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalid, ttl, MinTTL)
 	}
@@ -214,6 +217,9 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // background one succeeded meanwhile, ErrLost if it found the lease lost);
 // dropping the lease is safe too.
 func (l *Lease) Unlock(ctx context.Context) error {
+	if l == nil {
+		return errNilLease
+	}
 	if l.hooked == nil {
 		return l.unlock(ctx)
 	}
@@ -379,8 +385,15 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 	return nil
 }
 
+// errNilLease is what Unlock, Refresh and Held of a nil *Lease return: the
+// lease of an acquisition that failed, used unchecked (a deferred Unlock).
+var errNilLease = fmt.Errorf("%w: nil lease (its acquisition failed)", ErrInvalid)
+
 // Held asks Redis whether the lease still holds the lock.
 func (l *Lease) Held(ctx context.Context) (bool, error) {
+	if l == nil {
+		return false, errNilLease
+	}
 	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.held(ctx, l.token) })
 	if err != nil {
 		return false, fmt.Errorf("dlock: held %q: %w", l.name, explain(err))

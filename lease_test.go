@@ -330,3 +330,23 @@ func TestLongestTTL(t *testing.T) {
 	}
 	mustUnlock(t, l, r, s)
 }
+
+// TestNilLeaseAndOptions: the lease of a failed acquisition, used
+// unchecked (a deferred Unlock), and nil options, are ErrInvalid or
+// ignored, not panics.
+func TestNilLeaseAndOptions(t *testing.T) {
+	srv, ctx := serve(t)
+	var l *dlock.Lease
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Unlock of a nil lease: %v, want ErrInvalid", err)
+	}
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Refresh of a nil lease: %v, want ErrInvalid", err)
+	}
+	if _, err := l.Held(ctx); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Held of a nil lease: %v, want ErrInvalid", err)
+	}
+	c := dlock.New(srv.Client(t), nil)
+	defer c.Close()
+	mustUnlock(t, mustTake(t, ctx, c.Mutex("nil-option", nil).TryLock))
+}
