@@ -233,7 +233,11 @@ func (l *Lease) Unlock(ctx context.Context) error {
 func (l *Lease) unlock(ctx context.Context) error {
 	if err := l.turn.take(ctx); err != nil {
 		l.later.Store(true)
-		l.c.giveUps.do(l.name, l.unlockLater)
+		if !l.c.giveUps.do(l.name, l.unlockLater) {
+			// A closed client runs no give-ups, but still renews the
+			// lease: the release must come all the same.
+			go l.unlockLater(context.Background())
+		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, err)
 	}
 	defer l.turn.give()

@@ -350,3 +350,40 @@ func TestNilLeaseAndOptions(t *testing.T) {
 	defer c.Close()
 	mustUnlock(t, mustTake(t, ctx, c.Mutex("nil-option", nil).TryLock))
 }
+
+// TestUnlockAfterCloseWaitingForItsTurn: an Unlock on a closed client
+// whose ctx ends while a Refresh holds the lease's turn still releases
+// the lease once the Refresh is done: the closed client runs no give-ups,
+// and the lease, renewed on, kept the lock for good.
+func TestUnlockAfterCloseWaitingForItsTurn(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	other, _, _ := newClient(t, srv)
+	const ttl = time.Second
+	l := mustTake(t, ctx, c.Mutex("closed-turn", dlock.WithTTL(ttl)).Lock)
+	c.Close()
+	srv.Pause(t)
+	refreshed := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		refreshed <- l.Refresh(rctx, ttl)
+	}()
+	time.Sleep(50 * time.Millisecond) // the Refresh has the turn
+	uctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := l.Unlock(uctx); err == nil {
+		t.Fatal("Unlock behind a Refresh on a paused Redis: nil, want its ctx's error")
+	}
+	srv.Resume(t)
+	<-refreshed
+	if err := eventually(ctx, 3*ttl, func() error {
+		l, err := other.Mutex("closed-turn").TryLock(ctx)
+		if err == nil {
+			return l.Unlock(ctx)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("the lock is still held after the Unlock, 3 TTLs on: %v", err)
+	}
+}
