@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,12 +39,7 @@ func (o owner) refresh(ctx context.Context, tok string, ttl time.Duration) (bool
 }
 
 func (o owner) held(ctx context.Context, tok string) (bool, error) {
-	v, err := o.rdb.Get(ctx, o.key).Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	holder, _, _ := strings.Cut(v, " ")
-	return holder == tok, err
+	return ownerHeld.Run(ctx, o.rdb, []string{o.key}, tok).Bool()
 }
 
 // ownerStatus reads the first five fields of a status script's reply:

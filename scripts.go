@@ -20,6 +20,7 @@ var lua = script.MustLibrary(scriptFS)
 var (
 	ownerRefresh = loadBatched("owner_refresh.lua", "owner_renewals.lua", tokenTail, unpackRenewals)
 	electRefresh = lua.MustLoad("owner_refresh.lua")
+	ownerHeld    = lua.MustLoad("owner_held.lua")
 	forceUnlock  = lua.MustLoad("force_unlock.lua")
 	queueAcquire = lua.MustLoad("queue_acquire.lua")
 	queueBeat    = loadBatched("queue_beat.lua", "queue_beats.lua", tokenTail, unpackBeats)
