@@ -269,3 +269,20 @@ func TestHungBatchSendsRenewalAgain(t *testing.T) {
 		t.Errorf("%d exchanges in %v; want the hung one and renewals after it", exchanges, 3*ttl)
 	}
 }
+
+// A batch that answers every renewal, but after a lease's limit (a third
+// of its TTL), keeps the lease: the renewal sent again at the limit may
+// be as slow, but the first's success, late as it is, still counts from
+// its send time.
+func TestSlowBatchKeepsLease(t *testing.T) {
+	t.Parallel()
+	const ttl = 300 * time.Millisecond
+	b := &fakeBatch{block: func(context.Context) { time.Sleep(ttl/3 + 10*time.Millisecond) }}
+	r := newRecorder()
+	cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: r.onLost, Batch: b, Lease: 0}
+	d := watchdog.NewLoop().Start(cfg, watchdog.Deadline(time.Now(), ttl))
+	if at, lost := r.waitLost(5 * ttl); lost {
+		t.Fatalf("lost at %v though every renewal succeeded, each a little past its limit", at)
+	}
+	stopWithin(t, d, time.Second)
+}

@@ -18,7 +18,11 @@ type watch struct {
 	// write.
 	uncertain time.Duration
 	inflight  *renewal
-	queued    []request // Refresh calls waiting for the renewal in flight
+	// late is the last batched renewal given up at its limit (see
+	// abandon) whose success may still come, and count, until another
+	// renewal succeeds.
+	late   *renewal
+	queued []request // Refresh calls waiting for the renewal in flight
 	index     int       // in the loop's heap; -1 once the watch ended
 	// first is set until the first renewal of a lease that Redis keeps
 	// for other than its TTL (see StartRenewing) succeeds: it is sent,
@@ -65,6 +69,14 @@ type flight struct {
 	// waiting counts the watches that have not ended: once none is left
 	// the exchange is cancelled, its outcome of no use to anyone.
 	waiting int
+}
+
+// leave tells f that one of its watches no longer waits for its outcome;
+// once none does, the exchange is cancelled.
+func (f *flight) leave() {
+	if f.waiting--; f.waiting == 0 {
+		f.cancel()
+	}
 }
 
 // outcome is a flight's result: an error per watch, or for those at part
@@ -146,14 +158,41 @@ func (s *state) land(o outcome) {
 		if o.part != nil {
 			w = o.f.watches[o.part[j]]
 		}
-		if w.index < 0 || w.inflight == nil || w.inflight.f != o.f {
-			continue
-		}
 		err := errNoReply
 		if j < len(o.errs) {
 			err = o.errs[j]
 		}
-		s.settle(w, err)
+		switch {
+		case w.index < 0:
+		case w.inflight != nil && w.inflight.f == o.f:
+			o.f.leave()
+			s.settle(w, err)
+		case w.late != nil && w.late.f == o.f:
+			o.f.leave()
+			s.landLate(w, err)
+		}
+	}
+}
+
+// landLate takes in the outcome of w's renewal given up at its limit. A
+// success moves the deadline as the renewal's would have, the renewals
+// sent since (failed, or in flight) counted as uncertain: none has
+// succeeded, or w.late would be gone. A loss loses the lease.
+func (s *state) landLate(w *watch, err error) {
+	r := w.late
+	w.late = nil
+	switch {
+	case err == nil:
+		t := min(r.ttl, w.uncertain) // uncertain counts r's TTL since abandon
+		if w.inflight != nil {
+			t = min(t, w.inflight.ttl)
+		}
+		if d := w.d.bound(r.sent, t); d.After(w.deadline) {
+			w.deadline, w.first = d, false
+			s.fix(w)
+		}
+	case w.d.cfg.Gone(err):
+		s.lose(w, err)
 	}
 }
 
@@ -173,6 +212,10 @@ func (s *state) settle(w *watch, err error) {
 		}
 		w.deadline, w.uncertain, w.first = w.d.bound(r.sent, t), 0, false
 		w.next = r.sent.Add(w.ttl / 3)
+		if w.late != nil { // sent before r: its outcome tells no more
+			w.late.f.leave()
+			w.late = nil
+		}
 	case w.d.cfg.Gone(err):
 		if r.reply != nil {
 			r.reply <- err
@@ -222,16 +265,23 @@ func (s *state) tick(now time.Time) {
 	}
 }
 
-// abandon stops waiting for w's renewal in a batch, past its limit, and
-// takes it as failed: Redis may still apply it, and w's renewal is sent
-// again soon, in another exchange. The exchange is cancelled once none of
-// its leases waits for it.
+// abandon stops waiting for w's renewal in a batch, past its limit: it
+// counts as failed, and w's renewal is sent again at once, in another
+// exchange; but its success, if it comes, still counts (see landLate).
 func (s *state) abandon(w *watch) {
-	f := w.inflight.f
-	if f.waiting--; f.waiting == 0 {
-		f.cancel()
+	r := w.inflight
+	if w.late != nil {
+		w.late.f.leave() // the newer one stands for both
 	}
 	s.settle(w, errNoReply)
+	if w.index < 0 {
+		return
+	}
+	w.late = r
+	if w.inflight == nil { // no Refresh went instead
+		w.next = time.Now()
+		s.fix(w)
+	}
 }
 
 // lose ends w's watch with a loss for cause.
@@ -263,10 +313,12 @@ func (s *state) end(w *watch) {
 		if r.reply != nil {
 			r.reply <- ErrStopped
 		}
-		if r.f.waiting--; r.f.waiting == 0 {
-			r.f.cancel() // its goroutine ends by itself
-		}
+		r.f.leave() // its goroutine ends by itself
 		w.inflight = nil
+	}
+	if w.late != nil {
+		w.late.f.leave()
+		w.late = nil
 	}
 	for _, q := range w.queued {
 		q.reply <- ErrStopped
