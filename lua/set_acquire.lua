@@ -24,7 +24,7 @@
 --          member was handed to it; the lease's TTL then starts anew);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the named member's fence, or for any member
---           the set's last fence, server time in µs (a hand-off to this
+--           the set's highest fence, server time in µs (a hand-off to this
 --           token dated before it was void by now)};
 --          {-1} when the named member is not in the set or being removed;
 --          a heartbeat never takes a member: it replies try_now instead.

@@ -4,7 +4,7 @@
 -- ARGV     none
 -- Returns  {members, members held now, ms until the next lease runs out
 --           (-1: every held lease never expires; -2: none held),
---           last fence issued in the set (0 if none),
+--           highest fence issued in the set (0 if none),
 --           waiters: flat list of {"<n>:<member><metadata>" (see
 --           lib/set.lua), arrived at (server ms)} in order}
 -- Members whose lease expired count as free, or as gone if removed.

@@ -6,7 +6,8 @@
  *
  * It mirrors, and must change with:
  *   lua/set_acquire.lua     a try for a named member or any (the least
- *                           recently used free one), which joins the set's
+ *                           recently used free one, or the other free one
+ *                           when a waiter ahead keeps that), which joins the set's
  *                           queue when refused; with ARGV[5]=2 a queued
  *                           waiter's heartbeat (try_now, or a refusal)
  *   lua/set_release.lua     a release: set_let_go
@@ -50,9 +51,11 @@
  *   asked      a client that named a member holds that member;
  *   fifo       (at Redis, when a try takes a member) no live waiter ahead
  *              of the taker (all of them for a newcomer) that would take
- *              that member has waited past its barging window (the
- *              MutexSet's promise: a newcomer barges in only while the
- *              waiter first for the member has waited under starve_us).
+ *              that member has waited past its barging window, but one
+ *              that the other free member is kept for (the MutexSet's
+ *              promise: a newcomer barges in only while the waiter first
+ *              for the member has waited under starve_us, and takes a
+ *              free member no waiter ahead would take).
  * With PROGRESS, the ltl formula progress: client 0, which asks for
  * member A and neither crashes nor gives up, gets it whenever it wants
  * it, under weak fairness, with two losses in all (as mutex.pml).
@@ -189,14 +192,14 @@ inline join(t) {
 #define wants(t, m) (ask[CLIENT(t)] == 0 || ask[CLIENT(t)] == (m))
 
 /* firstFor sets w to the first waiter that would take member m, looking
-   at none from stop on (set_first_for); 0 when there is none. Dead
-   waiters must have been pruned. */
-inline firstFor(m, stop, w) {
+   at none from stop on and passing over pass (set_first_for); 0 when
+   there is none. Dead waiters must have been pruned. */
+inline firstFor(m, stop, pass, w) {
   w = 0;
   j = 0;
   do
-  :: j < NT - 1 && q[j] != 0 && q[j] != stop && !wants(q[j], m) -> j++
-  :: j < NT - 1 && q[j] != 0 && q[j] != stop && wants(q[j], m) -> w = q[j]; break
+  :: j < NT - 1 && q[j] != 0 && q[j] != stop && (q[j] == pass || !wants(q[j], m)) -> j++
+  :: j < NT - 1 && q[j] != 0 && q[j] != stop && q[j] != pass && wants(q[j], m) -> w = q[j]; break
   :: else -> break
   od;
   j = 0
@@ -259,7 +262,7 @@ inline handOver(m) {
 #ifdef BROKEN_MATCH
      head = q[0];               /* the first waiter, whatever it waits for */
 #else
-     firstFor(m, 0, head);
+     firstFor(m, 0, 0, head);
 #endif
      if
      :: head == 0
@@ -304,23 +307,24 @@ inline refuse(t, bt, w) {
 
 /* fifo asserts that t, granted member m by its try, has no live waiter
    ahead of it in the queue (any, when t is a newcomer) that would take m
-   and has waited past its barging window. */
-inline fifo(t, m) {
+   and has waited past its barging window, but kept, the one kept the
+   other free member (0: none). */
+inline fifo(t, m, kept) {
   j = 0;
   do
-  :: j < NT - 1 && q[j] != 0 && q[j] != t -> assert(!wants(q[j], m) || age[q[j]] > 0); j++
+  :: j < NT - 1 && q[j] != 0 && q[j] != t -> assert(!wants(q[j], m) || age[q[j]] > 0 || q[j] == kept); j++
   :: else -> break
   od;
   j = 0
 }
 
-/* take gives free member m to t (set_acquire's take): a heartbeat takes
-   nothing and tells its waiter to try now. */
-inline take(m, t, bt) {
+/* take gives free member m to t (set_acquire's take), kept as for fifo:
+   a heartbeat takes nothing and tells its waiter to try now. */
+inline take(m, t, bt, kept) {
   ok = 1;
   if
   :: bt
-  :: !bt -> fifo(t, m); qremove(t, first); first = 0; grantTo(m, t, T); got = m
+  :: !bt -> fifo(t, m, kept); qremove(t, first); first = 0; grantTo(m, t, T); got = m
   fi
 }
 
@@ -333,10 +337,31 @@ inline take(m, t, bt) {
 #define mayTake(w) (w == 0 || age[w] > 0)
 #endif
 inline behind(m, t, bt) {
-  firstFor(m, t, head);
+  firstFor(m, t, 0, head);
   if
   :: !mayTake(head) -> refuse(t, bt, alive[head])
-  :: else -> take(m, t, bt)
+  :: else -> take(m, t, bt, 0)
+  fi;
+  head = 0
+}
+
+/* anyBehind is behind for any member, m the least recently used free
+   one: when a waiter ahead keeps m, the other member, if free, is taken
+   unless a waiter ahead but that one would take it and has waited
+   starve_us (set_acquire's loop over the free members, each waiter ahead
+   keeping one). */
+inline anyBehind(m, t, bt) {
+  firstFor(m, t, 0, head);
+  if
+  :: mayTake(head) -> take(m, t, bt, 0)
+  :: !mayTake(head) && owner[other(m)] != 0 -> refuse(t, bt, alive[head])
+  :: !mayTake(head) && owner[other(m)] == 0 ->
+     firstFor(other(m), t, head, kept);
+     if
+     :: mayTake(kept) -> take(other(m), t, bt, head)
+     :: else -> refuse(t, bt, alive[head])
+     fi;
+     kept = 0
   fi;
   head = 0
 }
@@ -365,7 +390,7 @@ inline setAcquire(t, bt) {
      :: ask[i] == 0 ->                      /* any member */
         lruFree(m);
         if
-        :: m != 0 -> behind(m, t, bt)
+        :: m != 0 -> anyBehind(m, t, bt)
         :: m == 0 && ttl[1] <= ttl[2] -> refuse(t, bt, ttl[1])
         :: m == 0 && ttl[1] > ttl[2] -> refuse(t, bt, ttl[2])
         fi
@@ -445,7 +470,7 @@ inline drain(i) {
    hand-off deadline counts from (s.refused). A hand-off names the
    member, and the client holds what it names. */
 proctype client(byte i) {
-  byte g, t, j, k, m, head, wait, kill, got;
+  byte g, t, j, k, m, head, kept, wait, kill, got;
   bit ok, first;
 try:
   atomic {
