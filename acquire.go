@@ -223,7 +223,10 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 	case r.ok:
 		return a.grant(ctx, tok, r, sent, a.lock.cfg.ttl, false), nil
 	case r.asked != nil:
-		c.giveUp(ctx, a, tok, nil, true) // a share it got and could not give back
+		// A share it got and could not give back (its node just failed
+		// to answer): given back in the background, not in the caller's
+		// time.
+		c.giveUpLater(a, tok, nil, 1)
 	}
 	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }

@@ -42,14 +42,20 @@ func (c *Client) giveUp(ctx context.Context, a *acquisition, tok string, pending
 		}
 	}
 	if rounds > 0 {
-		// Whatever tok holds lapses by itself after the TTL, or the queue
-		// liveness for a waiter's place.
-		lapse := time.Duration(0)
-		if a.lock.cfg.ttl > 0 {
-			lapse = max(a.lock.cfg.ttl, queueLiveness)
-		}
-		c.giveUps.start(a.name, lapse, func(ctx context.Context) error { return a.withdraw(ctx, tok) }, pending, rounds, nil)
+		c.giveUpLater(a, tok, pending, rounds)
 	}
+}
+
+// giveUpLater is giveUp's background part: rounds withdrawals of tok
+// from a, the last after pending, retried until they succeed or what tok
+// holds has lapsed by itself (after the TTL, or the queue liveness for a
+// waiter's place).
+func (c *Client) giveUpLater(a *acquisition, tok string, pending <-chan struct{}, rounds int) {
+	lapse := time.Duration(0)
+	if a.lock.cfg.ttl > 0 {
+		lapse = max(a.lock.cfg.ttl, queueLiveness)
+	}
+	c.giveUps.start(a.name, lapse, func(ctx context.Context) error { return a.withdraw(ctx, tok) }, pending, rounds, nil)
 }
 
 // withdraw is one attempt of a's leave for tok, returning by ctx's end.

@@ -54,6 +54,10 @@ type waiting struct {
 	// waitCtx is then the context WaitStart returned.
 	waiting bool
 	waitCtx context.Context
+	// left marks, on a Redlock client, the nodes where an earlier try may
+	// have left a share it could not give back (see attempt.asked): the
+	// lease releases there too.
+	left []bool
 }
 
 // wait takes the lock, waiting until it is acquired, ctx ends, or the
@@ -106,8 +110,10 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		s.trouble = errLate
 		return nil, 0, nil
 	case err == nil && r.ok:
+		r.asked = either(r.asked, s.left)
 		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl, s.b != nil), 0, nil
 	case err == nil:
+		s.left = either(s.left, r.asked)
 		s.woken, s.backoff = false, 0
 		if s.b == nil && s.a.queues() {
 			s.b = s.c.beats.join(s.a, s.tok, s.bell)
@@ -340,4 +346,19 @@ func (s *waiting) close() {
 // grow is the next backoff after one of d: 10ms, doubling up to a second.
 func grow(d time.Duration) time.Duration {
 	return min(max(2*d, 10*time.Millisecond), time.Second)
+}
+
+// either marks what a or b marks (nil: none); it is a, b or a new slice.
+func either(a, b []bool) []bool {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	out := make([]bool, len(a))
+	for i := range a {
+		out[i] = a[i] || b[i]
+	}
+	return out
 }
