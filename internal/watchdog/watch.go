@@ -23,7 +23,7 @@ type watch struct {
 	// renewal succeeds.
 	late   *renewal
 	queued []request // Refresh calls waiting for the renewal in flight
-	index     int       // in the loop's heap; -1 once the watch ended
+	index  int       // in the loop's heap; -1 once the watch ended
 	// first is set until the first renewal of a lease that Redis keeps
 	// for other than its TTL (see StartRenewing) succeeds: it is sent,
 	// Auto or not.
