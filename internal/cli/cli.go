@@ -197,7 +197,7 @@ func failed(err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if refused(err) {
-		return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("Redis refused: %w", err)}
+		return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("refused by Redis: %w", err)}
 	}
 	if unreachable(err) {
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", err)}

@@ -102,7 +102,7 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 	}
 	for _, err := range down {
 		if refused(err) {
-			return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("Redis refused the credentials: %w", err)}
+			return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("credentials refused by Redis: %w", err)}
 		}
 	}
 	return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", down[0])}
