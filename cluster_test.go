@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
@@ -134,25 +136,13 @@ func TestClusterFailoverContention(t *testing.T) {
 
 	// Both locks on one master, so one kill fails over both.
 	admin := cl.Client(t)
-	masterOf := func(name string) string {
-		node, err := admin.MasterForKey(ctx, "{"+name+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return node.Options().Addr
-	}
 	mutexName := "cluster-failover-mutex"
-	victimAddr := masterOf(mutexName)
+	victim := masterOf(t, cl, admin, mutexName)
+	victimAddr := victim.Addr()
 	fairName := ""
 	for i := 0; fairName == ""; i++ {
-		if n := fmt.Sprintf("cluster-failover-fair-%d", i); masterOf(n) == victimAddr {
+		if n := fmt.Sprintf("cluster-failover-fair-%d", i); masterOf(t, cl, admin, n) == victim {
 			fairName = n
-		}
-	}
-	var victim *redistest.Server
-	for _, s := range cl.Nodes() {
-		if s.Addr() == victimAddr {
-			victim = s
 		}
 	}
 
@@ -200,23 +190,11 @@ func TestClusterPausedMasterSparesOtherLeases(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := t.Context()
 	admin := cl.Client(t)
-	masterOf := func(name string) string {
-		node, err := admin.MasterForKey(ctx, "{"+name+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return node.Options().Addr
-	}
 	pausedName, keptName := "paused-0", ""
+	victim := masterOf(t, cl, admin, pausedName)
 	for i := 1; keptName == ""; i++ {
-		if n := fmt.Sprintf("kept-%d", i); masterOf(n) != masterOf(pausedName) {
+		if n := fmt.Sprintf("kept-%d", i); masterOf(t, cl, admin, n) != victim {
 			keptName = n
-		}
-	}
-	var victim *redistest.Server
-	for _, s := range cl.Nodes() {
-		if s.Addr() == masterOf(pausedName) {
-			victim = s
 		}
 	}
 	c := dlock.New(cl.Client(t))
@@ -240,4 +218,21 @@ func TestClusterPausedMasterSparesOtherLeases(t *testing.T) {
 	if err := kept.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// masterOf returns the master of cl whose slots hold the keys of the lock
+// called name, asking admin.
+func masterOf(t *testing.T, cl *redistest.Cluster, admin *redis.ClusterClient, name string) *redistest.Server {
+	t.Helper()
+	node, err := admin.MasterForKey(t.Context(), "{"+name+"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cl.Nodes() {
+		if s.Addr() == node.Options().Addr {
+			return s
+		}
+	}
+	t.Fatalf("no node of the cluster at %s", node.Options().Addr)
+	return nil
 }
