@@ -249,7 +249,7 @@ func TestLoopRunsOneGoroutine(t *testing.T) {
 // keeps the lease, rather than lost at its deadline.
 func TestHungBatchSendsRenewalAgain(t *testing.T) {
 	t.Parallel()
-	const ttl = 300 * time.Millisecond
+	const ttl = 900 * time.Millisecond
 	var hung atomic.Bool
 	release := make(chan struct{})
 	defer close(release)
@@ -276,8 +276,8 @@ func TestHungBatchSendsRenewalAgain(t *testing.T) {
 // its send time.
 func TestSlowBatchKeepsLease(t *testing.T) {
 	t.Parallel()
-	const ttl = 300 * time.Millisecond
-	b := &fakeBatch{block: func(context.Context) { time.Sleep(ttl/3 + 10*time.Millisecond) }}
+	const ttl = 900 * time.Millisecond
+	b := &fakeBatch{block: func(context.Context) { time.Sleep(ttl/3 + 30*time.Millisecond) }}
 	r := newRecorder()
 	cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: r.onLost, Batch: b, Lease: 0}
 	d := watchdog.NewLoop().Start(cfg, watchdog.Deadline(time.Now(), ttl))
