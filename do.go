@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// unlockTimeout bounds the release that Do leaves to the background when
-// the caller's context has ended by the time fn returns.
-const unlockTimeout = 5 * time.Second
+// releaseGrace is how long Do waits for its release once the caller's
+// context has ended (by the time fn returns): enough for Redis to answer,
+// so that the lock is free when Do returns, as when ctx lives; a release
+// not answered by then goes on in the background.
+const releaseGrace = 500 * time.Millisecond
 
 // errNoFunc is what Do returns for a nil fn, before taking anything.
 var errNoFunc = fmt.Errorf("%w: Do needs a function to run", ErrInvalid)
@@ -49,20 +51,14 @@ func do(ctx context.Context, lock func(context.Context) (*Lease, error), fn func
 	return err
 }
 
-// releaseAfterDo unlocks l, Do's lease, by ctx while ctx lives (a release
-// that ctx cuts short goes on in the background, as Unlock's does), and in
-// the background once ctx has ended, so that Do returns by ctx's deadline.
+// releaseAfterDo unlocks l, Do's lease, by ctx while ctx lives, and once
+// ctx has ended within releaseGrace: either way a release cut short goes
+// on in the background, as Unlock's does.
 func releaseAfterDo(ctx context.Context, l *Lease) error {
 	if ctx.Err() == nil {
 		return l.Unlock(ctx)
 	}
-	unlock := func(ctx context.Context) {
-		uctx, cancel := context.WithTimeout(ctx, unlockTimeout)
-		defer cancel()
-		_ = l.Unlock(uctx)
-	}
-	if !l.c.giveUps.do(l.name, unlock) {
-		unlock(context.Background()) // a closed client: as Unlock would do
-	}
-	return nil
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+	defer cancel()
+	return l.Unlock(uctx)
 }

@@ -58,9 +58,10 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 // Do locks the mutex, runs fn, and unlocks. fn's context is cancelled, with
 // cause ErrLost (see context.Cause), the moment the lease is lost. Do
 // returns fn's error joined with any error from Unlock. If fn panics, the
-// lease is released and the panic goes on. Do returns by ctx's deadline:
-// once ctx has ended, the release goes on in the background. A nil fn is
-// ErrInvalid. Every primitive's Do does the same.
+// lease is released and the panic goes on. Once ctx has ended, Do waits
+// for the release at most half a second more, then returns and leaves it
+// to go on in the background. A nil fn is ErrInvalid. Every primitive's
+// Do does the same.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	return do(ctx, m.Lock, fn)
 }
