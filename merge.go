@@ -137,30 +137,43 @@ func merge(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [
 		s    *redis.Script // the calls' script, which has a batched form
 		node *redis.Client
 	}
-	var order []group
-	groups := map[group][]int{}
 	wires := make([]wire, 0, len(calls))
+	var merged []int
+	nodes := make([]*redis.Client, len(calls))
 	for i, c := range calls {
 		node, ok := nodeOf(ctx, rdb, c.keys)
-		g := group{c.s, node}
 		if _, batched := batchOf[c.s]; !ok || !batched {
 			wires = append(wires, wire{call: c, one: i})
 			continue
 		}
-		if groups[g] == nil {
-			order = append(order, g)
-		}
-		groups[g] = append(groups[g], i)
+		nodes[i], merged = node, append(merged, i)
 	}
-	for _, g := range order {
-		idx := groups[g]
+	for _, idx := range groupBy(merged, func(i int) group { return group{calls[i].s, nodes[i]} }) {
+		s, cluster := calls[idx[0]].s, nodes[idx[0]] != nil
 		for len(idx) > 0 {
 			n := min(len(idx), mergeMax)
-			wires = append(wires, batchWire(batchOf[g.s], calls, idx[:n], g.node != nil))
+			wires = append(wires, batchWire(batchOf[s], calls, idx[:n], cluster))
 			idx = idx[n:]
 		}
 	}
 	return wires
+}
+
+// groupBy splits idx by key: the groups in the order of their first
+// index, each in idx's order.
+func groupBy[K comparable](idx []int, key func(i int) K) [][]int {
+	var out [][]int
+	at := map[K]int{} // a key's group in out
+	for _, i := range idx {
+		k := key(i)
+		g, seen := at[k]
+		if !seen {
+			g, at[k] = len(out), len(out)
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
 }
 
 // nodeOf returns the node keys lie on for merge: nil on a plain client,

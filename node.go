@@ -64,6 +64,16 @@ type reply[T any] struct {
 	err error
 }
 
+// firstErr is the first error among replies, or nil.
+func firstErr[T any](replies []reply[T]) error {
+	for _, rp := range replies {
+		if rp.err != nil {
+			return rp.err
+		}
+	}
+	return nil
+}
+
 // fanOut runs op on every node at once and returns their replies, by node,
 // after all answered, timeout passed or ctx ended: a node that has not
 // answered by then counts as failed, and its call finishes in the

@@ -124,12 +124,7 @@ func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {
 // leave gives up a caller, who may hold a share whose reply it missed, on
 // any node.
 func (r *redlockMutex) leave(ctx context.Context, _ *acquisition, tok string) error {
-	for _, rp := range r.release(ctx, tok, 0, r.everyNode(), true) {
-		if rp.err != nil {
-			return rp.err
-		}
-	}
-	return nil
+	return firstErr(r.release(ctx, tok, 0, r.everyNode(), true))
 }
 
 // try asks every node for the lock and keeps it if a majority granted it
@@ -147,12 +142,13 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		// (see giveUp), without holding the caller past its deadline.
 		return attempt{}, err
 	}
+	var left []bool // where a share may be left: giving it back failed
 	if v.granted > 0 || len(v.failed) > 0 {
 		// Another lease's majority stays whatever this try gives back:
 		// announcing the give-back would only wake waiters (this one
 		// first) to try, and give back, again, for as long as it holds.
-		if !r.releaseAll(ctx, tok, 0, v.asked, !v.majorityHeld(q)) {
-			v.left = v.asked
+		if !r.giveBack(ctx, tok, v.asked, !v.majorityHeld(q)) {
+			left = v.asked
 		}
 	}
 	if len(v.failed) > n-q {
@@ -160,7 +156,7 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 			len(v.failed), n, q, v.failed[0])
 	}
 	a := v.wait(q)
-	a.asked = v.left
+	a.asked = left
 	return a, nil
 }
 
@@ -173,8 +169,6 @@ type vote struct {
 	// asked marks the nodes that may hold a share now: those that granted
 	// it, and those asked whose answer never came.
 	asked []bool
-	// left is asked once giving the shares back failed on some node.
-	left []bool
 }
 
 // ask sends tok's try to every node at once and counts the answers.
@@ -247,19 +241,13 @@ func (v vote) wait(q int) attempt {
 	return attempt{wait: rand.N(splitPause)}
 }
 
-// releaseAll gives back tok's share on the nodes marked in asked, with its
-// own deadline: the caller's context may have ended. fence, if not 0, is
-// the lease's, to raise the nodes' fences to; announce is release's. It
-// reports whether every node answered.
-func (r *redlockMutex) releaseAll(ctx context.Context, tok string, fence uint64, asked []bool, announce bool) bool {
+// giveBack gives back the shares a try of tok got, on the nodes marked in
+// asked, with its own deadline (the caller's context may have ended);
+// announce is release's. It reports whether every node answered.
+func (r *redlockMutex) giveBack(ctx context.Context, tok string, asked []bool, announce bool) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
 	defer cancel()
-	for _, rp := range r.release(ctx, tok, fence, asked, announce) {
-		if rp.err != nil {
-			return false
-		}
-	}
-	return true
+	return firstErr(r.release(ctx, tok, 0, asked, announce)) == nil
 }
 
 // shareKeys are the KEYS of the redlock scripts: the owner key and the

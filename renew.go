@@ -105,20 +105,14 @@ func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, calls
 
 // byMaster splits calls by the master of their first key on a Cluster
 // (the calls whose master is not known together), and leaves them whole
-// elsewhere: at least one part, each the calls' places.
+// elsewhere: at least one part for any call, each the calls' places.
 func byMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [][]int {
-	var order []*redis.Client
-	parts := map[*redis.Client][]int{}
-	for i, c := range calls {
-		node, _ := nodeOf(ctx, rdb, c.keys) // nil but on a Cluster
-		if _, seen := parts[node]; !seen {
-			order = append(order, node)
-		}
-		parts[node] = append(parts[node], i)
+	idx := make([]int, len(calls))
+	for i := range idx {
+		idx[i] = i
 	}
-	out := make([][]int, len(order))
-	for k, node := range order {
-		out[k] = parts[node]
-	}
-	return out
+	return groupBy(idx, func(i int) *redis.Client {
+		node, _ := nodeOf(ctx, rdb, calls[i].keys) // nil but on a Cluster
+		return node
+	})
 }

@@ -258,13 +258,11 @@ func TestHungBatchSendsRenewalAgain(t *testing.T) {
 			<-release // the first exchange only, its ctx unheeded
 		}
 	}}
-	r := newRecorder()
-	cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: r.onLost, Batch: b, Lease: 0}
-	d := watchdog.NewLoop().Start(cfg, watchdog.Deadline(time.Now(), ttl))
-	if at, lost := r.waitLost(3 * ttl); lost {
+	dogs, recs := batchedLeases(t, watchdog.NewLoop(), b, 1, ttl, 0)
+	if at, lost := recs[0].waitLost(3 * ttl); lost {
 		t.Fatalf("lost at %v while its renewal's first exchange hung; want it sent again", at)
 	}
-	stopWithin(t, d, time.Second)
+	stopWithin(t, dogs[0], time.Second)
 	if exchanges, _ := b.renewed(); exchanges < 3 {
 		t.Errorf("%d exchanges in %v; want the hung one and renewals after it", exchanges, 3*ttl)
 	}
@@ -278,11 +276,9 @@ func TestSlowBatchKeepsLease(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
 	b := &fakeBatch{block: func(context.Context) { time.Sleep(ttl/3 + 30*time.Millisecond) }}
-	r := newRecorder()
-	cfg := watchdog.Config{TTL: ttl, Auto: true, Gone: isGone, OnLost: r.onLost, Batch: b, Lease: 0}
-	d := watchdog.NewLoop().Start(cfg, watchdog.Deadline(time.Now(), ttl))
-	if at, lost := r.waitLost(5 * ttl); lost {
+	dogs, recs := batchedLeases(t, watchdog.NewLoop(), b, 1, ttl, 0)
+	if at, lost := recs[0].waitLost(5 * ttl); lost {
 		t.Fatalf("lost at %v though every renewal succeeded, each a little past its limit", at)
 	}
-	stopWithin(t, d, time.Second)
+	stopWithin(t, dogs[0], time.Second)
 }
