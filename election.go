@@ -217,3 +217,28 @@ func splitLeaderMeta(s string) (value, meta string) {
 	}
 	return rest[:size], rest[size:]
 }
+
+// Unlock is Resign's Lease.Unlock; a nil Leadership (a failed Campaign's,
+// used unchecked) is ErrInvalid, as a nil Lease is.
+func (l *Leadership) Unlock(ctx context.Context) error {
+	if l == nil {
+		return errNilLease
+	}
+	return l.Lease.Unlock(ctx)
+}
+
+// Refresh is Lease.Refresh; a nil Leadership is ErrInvalid.
+func (l *Leadership) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLease
+	}
+	return l.Lease.Refresh(ctx, ttl)
+}
+
+// Held is Lease.Held; a nil Leadership is ErrInvalid.
+func (l *Leadership) Held(ctx context.Context) (bool, error) {
+	if l == nil {
+		return false, errNilLease
+	}
+	return l.Lease.Held(ctx)
+}

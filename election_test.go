@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/keys"
+	"github.com/go-dlock/dlock/internal/redistest"
 )
 
 // TestElectionLeader: Leader reports nobody, then the leader with its
@@ -544,9 +545,101 @@ func TestElectionObserversBesideCampaigners(t *testing.T) {
 func TestLeadershipZero(t *testing.T) {
 	var zero dlock.Leadership
 	var none *dlock.Leadership
-	for _, err := range []error{zero.Resign(t.Context()), zero.Proclaim(t.Context(), "v"), none.Resign(t.Context()), none.Proclaim(t.Context(), "v")} {
-		if !errors.Is(err, dlock.ErrInvalid) {
-			t.Errorf("got %v, want ErrInvalid", err)
+	ctx := t.Context()
+	for _, l := range []*dlock.Leadership{&zero, none} {
+		_, heldErr := l.Held(ctx)
+		// Unlock, Refresh and Held are Lease's: a nil Leadership (a failed
+		// Campaign's, deferred unchecked) must not panic in them.
+		for _, err := range []error{l.Resign(ctx), l.Proclaim(ctx, "v"), l.Unlock(ctx), l.Refresh(ctx, time.Second), heldErr} {
+			if !errors.Is(err, dlock.ErrInvalid) {
+				t.Errorf("got %v, want ErrInvalid", err)
+			}
 		}
+	}
+}
+
+// busyFor keeps srv answering BUSY for d (a script that runs long, past a
+// busy-reply-threshold of 50ms), then kills the script and waits until
+// Redis answers again.
+func busyFor(t *testing.T, srv *redistest.Server, d time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	admin := srv.Client(t)
+	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	busy := func() bool { return redis.HasErrorPrefix(admin.Ping(ctx).Err(), "BUSY") }
+	go srv.Client(t).Eval(context.WithoutCancel(ctx), "while true do end", nil)
+	for !busy() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(d)
+	// SCRIPT KILL may return before the script has stopped.
+	for busy() {
+		admin.Do(ctx, "SCRIPT", "KILL")
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestObserveSurvivesBusy: a script that runs long for a while (BUSY
+// replies) passes by itself; observers keep following, and see the
+// leader's lease run out meanwhile, instead of having their channel
+// closed for good.
+func TestObserveSurvivesBusy(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	oc, _, _ := newClient(t, srv)
+	seen := oc.Election("busy").Observe(ctx)
+	l, err := c.Election("busy", dlock.WithTTL(800*time.Millisecond), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := observed(t, seen); ld.Term != l.Fence() {
+		t.Fatalf("observed %+v, want term %d", ld, l.Fence())
+	}
+	busyFor(t, srv, 1500*time.Millisecond) // past the lease's end, when the follower reads again
+	select {
+	case ld, ok := <-seen:
+		if !ok {
+			t.Fatal("Observe's channel closed by a script that ran long for 1.5s")
+		}
+		if ld.Term != 0 {
+			t.Fatalf("observed %+v, want nobody", ld)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing observed after the leader's lease ran out")
+	}
+}
+
+// TestCampaignSurvivesBusy: a campaigner whose heartbeats and tries meet
+// BUSY for a while keeps waiting, and leads when the leader resigns.
+func TestCampaignSurvivesBusy(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	c2, _, _ := newClient(t, srv)
+	l, err := c.Election("busy").TryCampaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		nl, err := c2.Election("busy").Campaign(ctx, "w")
+		if err == nil {
+			err = nl.Resign(ctx)
+		}
+		errc <- err
+	}()
+	waitQueued(t, c.Election("busy"), 1)
+	busyFor(t, srv, 2500*time.Millisecond) // two heartbeats or more meet BUSY
+	select {
+	case err := <-errc:
+		t.Fatalf("Campaign returned while the leader still leads: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }
