@@ -309,7 +309,8 @@ func unanswered(err error) bool {
 }
 
 // transient reports whether an error may pass by itself: a network
-// failure or a server restarting or in the middle of a failover, not a
+// failure, a server restarting, in the middle of a failover or busy with
+// a script that runs long, not a
 // refusal, a closed client, a server whose certificate is not trusted or a
 // reply dlock cannot read.
 func transient(err error) bool {

@@ -800,3 +800,54 @@ func TestWaiterWithoutLiveness(t *testing.T) {
 		})
 	}
 }
+// TestHandOffAfterLostJoinReplyEndsWithItsTTL: a Lock whose first
+// try (the one that queued it) loses its reply, and to which a release
+// then hands the lock, learns of it from its next try. With a TTL under
+// the hand-off window and no automatic renewals, the README promises the
+// lock ends about its TTL after the holder stops, not 3s later.
+func TestHandOffAfterLostJoinReplyEndsWithItsTTL(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			name := "lostjoin-" + marker()
+			p, waiterC, holderC := proxied(t, srv)
+			const ttl = 400 * time.Millisecond
+			lock := k.get(holderC, name)
+			h := mustTake(t, ctx, lock.Lock)
+			meta := "waiter-" + marker()
+			dropped := p.DropReply(meta, false, func() {
+				// Redis ran the waiter's first try (it queued); the
+				// holder lets go before the waiter hears of it, once
+				// the waiter has waited over a Mutex's 1ms.
+				time.Sleep(10 * time.Millisecond)
+				if err := h.Unlock(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+			got := make(chan *dlock.Lease, 1)
+			go func() {
+				l, err := k.get(waiterC, name, dlock.WithTTL(ttl), dlock.WithAutoRefresh(false), dlock.WithMetadata(meta)).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			receive(t, dropped, "the lost reply")
+			l := receive(t, got, "the lease")
+			if l == nil {
+				return
+			}
+			receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
+			at := time.Now()
+			err := eventually(ctx, time.Second, func() error {
+				if st := statusOf(t, lock); st.Held {
+					return fmt.Errorf("still held %v after its lease of TTL %v was lost (TTL left %v)", time.Since(at), ttl, st.TTL)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
