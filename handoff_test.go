@@ -800,6 +800,7 @@ func TestWaiterWithoutLiveness(t *testing.T) {
 		})
 	}
 }
+
 // TestHandOffAfterLostJoinReplyEndsWithItsTTL: a Lock whose first
 // try (the one that queued it) loses its reply, and to which a release
 // then hands the lock, learns of it from its next try. With a TTL under
