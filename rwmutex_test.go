@@ -975,3 +975,90 @@ func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
 		}
 	}
 }
+// TestReaderWokenAfterHandedWriterDies: a reader waits behind a
+// writer that never expires (its refusal says: only when woken). That
+// writer's release hands the lock to a waiting writer, which wakes no
+// reader; the new writer then dies (its lease lapses, nobody releases).
+// The reader must get in once the dead writer's lease has run out, not
+// sleep for ever.
+func TestReaderWokenAfterHandedWriterDies(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	c2, _, _ := newClient(t, srv)
+	c3, _, _ := newClient(t, srv)
+	w0 := mustTake(t, ctx, c.RWMutex("h", dlock.WithNoExpiry()).Lock)
+
+	rctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+	defer cancel()
+	read := make(chan error, 1)
+	go func() {
+		l, err := c3.RWMutex("h", dlock.WithRWMode(dlock.PreferReaders)).RLock(rctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		read <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the reader's try is refused: -1
+
+	// A writer that will "die" once it has the lock: it never renews
+	// after its first renewal and never unlocks.
+	wrote := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c2.RWMutex("h", dlock.WithTTL(500*time.Millisecond), dlock.WithAutoRefresh(false)).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- l
+	}()
+	waitWriterWaiting(t, c.RWMutex("h"))
+	mustUnlock(t, w0)
+	w2 := <-wrote
+	start := time.Now()
+	select {
+	case <-w2.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dying writer's lease not lost")
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("reader: %v (after %v)", err, time.Since(start))
+		}
+		t.Logf("reader in %v after the writer got the lock", time.Since(start))
+	case <-time.After(8 * time.Second):
+		t.Fatal("reader still waiting 8s after the handed-over writer's lease lapsed")
+	}
+}
+
+// TestReaderWokenAfterFlush: a reader waits behind a writer that
+// never expires; the writer's key vanishes (FLUSHALL) with no release
+// announced. Writers waiting notice at their next heartbeat; the reader,
+// which has none, must not sleep for ever either.
+func TestReaderWokenAfterFlush(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	c3, _, _ := newClient(t, srv)
+	mustTake(t, ctx, c.RWMutex("f", dlock.WithNoExpiry()).Lock)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	read := make(chan error, 1)
+	go func() {
+		l, err := c3.RWMutex("f").RLock(rctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		read <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatal("reader still waiting 6s after the lock was freed by FLUSHALL")
+	}
+}
