@@ -279,20 +279,25 @@ func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, as
 	})
 }
 
-// Status combines every node's view: held when a majority has a holder.
+// Status combines every node's view: held when a majority of the nodes
+// have the same lease (its shares carry one id); the holder's metadata
+// and Since are that lease's, its TTL the shortest of its shares' and its
+// fence the highest. A share another lease left on a node (its release
+// did not reach it) does not count, nor show.
 func (r *redlockMutex) Status(ctx context.Context) (Status, error) {
 	if r.err != nil {
 		return Status{}, r.err
 	}
 	replies := fanOut(ctx, r.c.nodes, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) ([]any, error) {
-		return queueStatus.Run(ctx, n.rdb, r.kl).Slice()
+		return redlockStatus.Run(ctx, n.rdb, r.shareKeys()).Slice()
 	})
 	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
 	st := Status{Name: r.name, Kind: string(r.kind)}
-	var answered, held int
+	var answered int
 	var failed error
+	shares := map[string][]Status{} // the held shares, by lease id
 	for _, rp := range replies {
-		if rp.err == nil && len(rp.val) < 5 {
+		if rp.err == nil && len(rp.val) < 6 {
 			rp.err = fmt.Errorf("%w %v", errBadReply, rp.val)
 		}
 		if rp.err != nil {
@@ -302,24 +307,27 @@ func (r *redlockMutex) Status(ctx context.Context) (Status, error) {
 		answered++
 		s := ownerStatus(r.name, r.kind, rp.val)
 		st.Fence = max(st.Fence, s.Fence)
-		if !s.Held {
-			continue
-		}
-		held++
-		if held == 1 || s.TTL < st.TTL {
-			st.TTL = s.TTL
-		}
-		if held == 1 {
-			st.Metadata, st.Since = s.Metadata, s.Since
+		if s.Held {
+			id, _ := rp.val[5].(string)
+			shares[id] = append(shares[id], s)
 		}
 	}
 	if answered < q {
 		return Status{}, fmt.Errorf("dlock: status of mutex %q: %d of %d Redis masters answered, a majority of %d must: %w",
 			r.name, answered, n, q, failed)
 	}
-	st.Held = held >= q
-	if !st.Held {
-		st.TTL, st.Metadata, st.Since = 0, "", time.Time{}
+	for _, ss := range shares {
+		if len(ss) < q {
+			continue
+		}
+		st.Held, st.Fence = true, 0
+		for i, s := range ss {
+			if i == 0 || s.TTL < st.TTL {
+				st.TTL = s.TTL
+			}
+			st.Fence = max(st.Fence, s.Fence)
+		}
+		st.Metadata, st.Since = ss[0].Metadata, ss[0].Since
 	}
 	return st, nil
 }

@@ -574,3 +574,48 @@ func TestRedlockFailedUnlockReleasesInBackground(t *testing.T) {
 	}
 	_ = next.Unlock(t.Context())
 }
+// TestRedlockStatusShowsTheMajorityHolder: A holds a Redlock on 3
+// masters and unlocks while cut off from master 0 (2 of 3 released, a
+// majority: Unlock succeeds; A's share on master 0 lives on to its TTL).
+// B then takes the lock on masters 1 and 2. Status must describe B, the
+// holder of a majority; it reports A's share on master 0 instead.
+func TestRedlockStatusShowsTheMajorityHolder(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	ctx := t.Context()
+	proxy := redistest.StartProxy(t, srvs[0].Addr())
+	direct := make([]redis.UniversalClient, 3)
+	viaProxy := make([]redis.UniversalClient, 3)
+	for i, s := range srvs {
+		direct[i] = s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+		viaProxy[i] = direct[i]
+	}
+	p := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { p.Close() })
+	viaProxy[0] = p
+	ca := dlock.NewRedlock(viaProxy)
+	cb := dlock.NewRedlock(direct)
+	t.Cleanup(func() { ca.Close(); cb.Close() })
+
+	a, err := ca.Mutex("job", dlock.WithTTL(20*time.Second), dlock.WithMetadata("host-a")).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut(true)
+	if err := a.Unlock(ctx); err != nil {
+		t.Logf("A's Unlock: %v", err)
+	}
+	b, err := cb.Mutex("job", dlock.WithTTL(10*time.Second), dlock.WithMetadata("host-b")).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("B's TryLock: %v", err)
+	}
+	defer b.Unlock(ctx)
+	st, err := cb.Mutex("job").Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status %+v; B's fence %d", st, b.Fence())
+	if !st.Held || st.Metadata != "host-b" || st.Fence != b.Fence() {
+		t.Errorf("Status while B holds masters 1 and 2 (A's stale share on 0): Held %v, Metadata %q, Fence %d, TTL %v; want held by host-b with fence %d",
+			st.Held, st.Metadata, st.Fence, st.TTL, b.Fence())
+	}
+}

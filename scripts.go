@@ -38,6 +38,7 @@ var (
 
 	redlockAcquire = lua.MustLoad("redlock_acquire.lua")
 	redlockRelease = lua.MustLoad("redlock_release.lua")
+	redlockStatus  = lua.MustLoad("redlock_status.lua")
 
 	setAdd     = lua.MustLoad("set_add.lua")
 	setRemove  = lua.MustLoad("set_remove.lua")

@@ -165,6 +165,11 @@ func (r *recorder) acquireEnd(ctx context.Context, lk dlock.LockInfo, res dlock.
 			span.SetAttributes(leaseAttrs(res.Lease.Member, res.Lease.Fence)...)
 		}
 	}
+	if res.Outcome == dlock.Canceled && res.Err != nil {
+		// Not a failure of the span, but what the last try met (Redis
+		// unreachable, say) is in the error: recorded as an event.
+		span.RecordError(res.Err)
+	}
 	endSpan(span, res.Outcome == dlock.Failed, res.Err)
 	r.acquire.Record(ctx, res.Wait.Seconds(), r.attrs.of(lk, "", outcomeKey.String(string(res.Outcome))).rec...)
 	if res.Outcome == dlock.Acquired {

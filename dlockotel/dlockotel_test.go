@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -366,4 +367,42 @@ func TestNoHooksNoMeasurements(t *testing.T) {
 	if n := len(s.spans.Ended()); n > 0 {
 		t.Errorf("%d spans without the hooks", n)
 	}
+}
+
+// TestCanceledSpanTellsLastTry: README (Observability) says of a
+// Lock that gives up when its ctx ends while Redis is down: "the error
+// (and the span) says what the last try met": an event on the span.
+func TestCanceledSpanTellsLastTry(t *testing.T) {
+	s := newSDK(t)
+	h, err := dlockotel.NewHooks(dlockotel.WithMeterProvider(s.meters), dlockotel.WithTracerProvider(s.tracer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	c := dlock.New(rdb, dlock.WithHooks(h))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Mutex("jobs").Lock(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last try") {
+		t.Fatalf("Lock = %v", err)
+	}
+	t.Logf("Lock's error: %v", err)
+	for _, sp := range s.spans.Ended() {
+		if sp.Name() != "dlock.acquire" {
+			continue
+		}
+		said := sp.Status().Description
+		for _, ev := range sp.Events() {
+			for _, a := range ev.Attributes {
+				said += " " + a.Value.Emit()
+			}
+		}
+		if !strings.Contains(said, "no reply") && !strings.Contains(said, "refused") {
+			t.Errorf("dlock.acquire span of a Lock canceled while Redis was down: status %+v, events %d; it does not say what the last try met", sp.Status(), len(sp.Events()))
+		}
+		return
+	}
+	t.Fatal("no dlock.acquire span")
 }
