@@ -20,6 +20,44 @@ func (c scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
 	return c.s.Run(ctx, rdb, c.keys, c.args...)
 }
 
+// once is rdb for a script that must not run twice unseen: go-redis sends
+// its EVAL and EVALSHA once, not again by itself after a broken
+// connection or a timeout, when Redis may have run it already. A release
+// run twice finds its lease gone the second time, and would report it
+// lost; Unlock sends it again itself, knowing that an earlier attempt may
+// have got through (see Lease.sendRelease).
+type once struct{ redis.UniversalClient }
+
+func (o once) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return o.send(ctx, "eval", src, keys, args)
+}
+
+func (o once) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.send(ctx, "evalsha", sha1, keys, args)
+}
+
+// send builds the command as go-redis' Eval and EvalSha do, and has it
+// sent at most once.
+func (o once) send(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, body, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = o.Process(ctx, sentOnce{cmd})
+	return cmd
+}
+
+// sentOnce is a command go-redis does not send again (see once).
+type sentOnce struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to send the command again.
+func (sentOnce) NoRetry() bool { return true }
+
 // sendAll sends calls in one pipeline, which go-redis splits by shard on
 // a Cluster (one round trip per shard), as the fewest script runs (see
 // merge), and returns their commands, each with its own reply or error.

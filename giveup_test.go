@@ -481,3 +481,75 @@ func TestCancelledTryLeavesNoLock(t *testing.T) {
 		})
 	}
 }
+
+// proxiedRetrying is proxied with go-redis' default retries, as users
+// have them.
+func proxiedRetrying(t *testing.T, srv *redistest.Server) (*redistest.Proxy, *dlock.Client, *dlock.Client) {
+	t.Helper()
+	p := redistest.StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	other, _, _ := newClient(t, srv)
+	if err := setUp(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range acquireForms {
+		l, err := f.take(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, c, other
+}
+
+// TestLostReleaseReplyRetriedByGoRedis: with go-redis' default retries
+// (as users have them), a lost acquire reply is sent again by go-redis
+// (the try is idempotent: one lease); a release whose reply is lost
+// after Redis ran it is sent again by Unlock, whose second run finds the
+// lease gone, released by the first: Unlock returns nil, not ErrLost, and
+// Lost() stays open (go-redis sending it again unseen made it ErrLost).
+func TestLostReleaseReplyRetriedByGoRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, f := range acquireForms {
+		t.Run(f.name, func(t *testing.T) {
+			p, c, other := proxiedRetrying(t, srv)
+			ctx := t.Context()
+			probe := marker()
+			dropped := p.DropReply(probe, false, nil)
+			lease, err := f.take(ctx, c, dlock.WithMetadata(probe))
+			<-dropped
+			if err != nil {
+				t.Fatalf("acquire, reply lost and retried by go-redis: %v", err)
+			}
+			if held, err := lease.Held(ctx); !held || err != nil {
+				t.Fatalf("Held: %v, %v", held, err)
+			}
+			// The release names the lock's channel or keys: "L" is in
+			// every request for it; arm on the lease's token instead.
+			dropped = p.DropReply(lease.Token(), false, nil)
+			err = lease.Unlock(ctx)
+			select {
+			case <-dropped:
+			default:
+				t.Fatalf("no reply lost (unlock: %v)", err)
+			}
+			lost := false
+			select {
+			case <-lease.Lost():
+				lost = true
+			default:
+			}
+			if err != nil || lost {
+				t.Errorf("Unlock whose reply was lost and retried: %v, Lost() closed: %v; want nil, open", err, lost)
+			}
+			if err := f.free(ctx, other); err != nil {
+				t.Fatalf("another client: %v; want the lock free", err)
+			}
+		})
+	}
+}

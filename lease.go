@@ -297,7 +297,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		}
 		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(reason) })
 	}
-	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	ok, mayHaveRun, err := l.sendRelease(ctx)
 	gone, unconfirmed := LostGone, errors.Is(err, errReleaseUnconfirmed)
 	if unconfirmed {
 		err, gone = nil, LostUnreachable
@@ -311,7 +311,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
-	retried := l.releasing
+	retried := l.releasing || mayHaveRun
 	l.released, l.releasing = true, false
 	if unconfirmed && !retried {
 		// The shares it did not reach are released in the background
@@ -330,6 +330,32 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	// finds it gone means an earlier attempt got through: released.
 	l.ended("")
 	return nil
+}
+
+// releaseTries is how many times Unlock sends a release that fails in a
+// way that may pass (a broken connection, LOADING...), as go-redis would
+// with its default MaxRetries of 3: releases go to it once (see once).
+const releaseTries = 4
+
+// sendRelease sends the lease's release, again while it fails in a way
+// that may pass, up to releaseTries times, and reports whether Redis may
+// have run an attempt whose reply was lost: a lease a later attempt finds
+// gone was then released by that one.
+func (l *Lease) sendRelease(ctx context.Context) (ok, mayHaveRun bool, err error) {
+	pause := time.Duration(0)
+	for try := 1; ; try++ {
+		ok, err = bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+		if err == nil || try == releaseTries || !transient(err) || errors.Is(err, errReleaseUnconfirmed) {
+			return ok, mayHaveRun, err
+		}
+		mayHaveRun = mayHaveRun || unanswered(err)
+		pause = grow(pause)
+		select {
+		case <-ctx.Done():
+			return ok, mayHaveRun, err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // releaseInBackground follows an Unlock that failed: Unlock means release,

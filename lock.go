@@ -76,6 +76,11 @@ func (l *lock) run(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd
 	return s.Run(ctx, l.c.rdb, l.kl, args...)
 }
 
+// runOnce is run for a script that must not run twice unseen (see once).
+func (l *lock) runOnce(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
+	return s.Run(ctx, once{l.c.rdb}, l.kl, args...)
+}
+
 // eval runs one of the lock's scripts for a public call that does op
 // ("status of"), returning by ctx's end and naming the lock in errors.
 func (l *lock) eval(ctx context.Context, op string, s *redis.Script, args ...any) (any, error) {

@@ -379,9 +379,10 @@ func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (
 }
 
 // release frees the member, handing it to the first waiter that would
-// take it (set_release.lua). Members barge as a Mutex does (mutexStarve).
+// take it (set_release.lua), once (see once). Members barge as a Mutex
+// does (mutexStarve).
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
-	return m.s.run(ctx, setRelease, tok, m.member,
+	return m.s.runOnce(ctx, setRelease, tok, m.member,
 		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), mutexStarve.Microseconds()).Bool()
 }
 

@@ -95,13 +95,13 @@ func (q *queued) release(ctx context.Context, tok string) (bool, error) {
 }
 
 // handOver runs a script that lets tok's hold on the lock go, handing the
-// lock to the first waiter (queue_release, queue_leave).
+// lock to the first waiter (queue_release, queue_leave), once (see once).
 func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
 	args := []any{tok, q.c.hub.PublishCommand(), q.keys.Channel(), q.starve().Microseconds()}
 	if q.announce != nil {
 		args = append(args, 1) // a hand-over announces itself
 	}
-	return q.run(ctx, s, args...)
+	return q.runOnce(ctx, s, args...)
 }
 
 func (q *queued) holderKeys() ([]string, []string) {

@@ -574,6 +574,7 @@ func TestRedlockFailedUnlockReleasesInBackground(t *testing.T) {
 	}
 	_ = next.Unlock(t.Context())
 }
+
 // TestRedlockStatusShowsTheMajorityHolder: A holds a Redlock on 3
 // masters and unlocks while cut off from master 0 (2 of 3 released, a
 // majority: Unlock succeeds; A's share on master 0 lives on to its TTL).

@@ -210,9 +210,10 @@ func (rw *RWMutex) release(ctx context.Context, tok string) (bool, error) {
 
 // handOver runs a script that lets a writer's hold on the lock go,
 // handing the lock to the next writer or the readers (rw_unlock,
-// rw_leave). Writers barge as Mutex waiters do (mutexStarve).
+// rw_leave), once (see once). Writers barge as Mutex waiters do
+// (mutexStarve).
 func (rw *RWMutex) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
-	return rw.run(ctx, s, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel(), mutexStarve.Microseconds())
+	return rw.runOnce(ctx, s, tok, rw.c.hub.PublishCommand(), rw.readersChannel(), rw.writersChannel(), mutexStarve.Microseconds())
 }
 
 // readSide is the read half of an RWMutex: the Locker that RLocker
@@ -235,7 +236,7 @@ func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (b
 }
 
 func (r readSide) release(ctx context.Context, tok string) (bool, error) {
-	return r.rw.run(ctx, rwRUnlock, tok, r.rw.c.hub.PublishCommand(), r.rw.writersChannel(), mutexStarve.Microseconds()).Bool()
+	return r.rw.runOnce(ctx, rwRUnlock, tok, r.rw.c.hub.PublishCommand(), r.rw.writersChannel(), mutexStarve.Microseconds()).Bool()
 }
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {

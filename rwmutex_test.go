@@ -975,6 +975,7 @@ func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
 // TestReaderWokenAfterHandedWriterDies: a reader waits behind a
 // writer that never expires (its refusal says: only when woken). That
 // writer's release hands the lock to a waiting writer, which wakes no

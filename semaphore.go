@@ -175,9 +175,9 @@ func (s *Semaphore) leave(ctx context.Context, _ *acquisition, tok string) error
 }
 
 // handOver runs a script that lets tok's permits go and grants them on
-// (sem_release, sem_leave).
+// (sem_release, sem_leave), once (see once).
 func (s *Semaphore) handOver(ctx context.Context, sc *redis.Script, tok string) *redis.Cmd {
-	return s.run(ctx, sc, tok, s.c.hub.PublishCommand(), s.keys.Channel())
+	return s.runOnce(ctx, sc, tok, s.c.hub.PublishCommand(), s.keys.Channel())
 }
 
 func (s *Semaphore) holderKeys() ([]string, []string) {
