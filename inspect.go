@@ -146,7 +146,9 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Status, error) {
 // (Lost() closes). It returns the statuses of the locks it freed, as they
 // were just before; a lock that changed hands between its look and the
 // removal (another holder, or a writer where it saw readers alone) is
-// left alone and not returned. MutexSet members are freed one at a time,
+// left alone and not returned. That is checked on the exclusive holder
+// only: read shares and Semaphore leases taken since the look are
+// removed with the rest. MutexSet members are freed one at a time,
 // with MutexSet.ForceRelease.
 func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error) {
 	before, err := c.Inspect(ctx, name)

@@ -68,9 +68,10 @@ func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
 	return rw
 }
 
-// TryLock takes the write side if no writer and no reader holds it, in one
-// round trip. Otherwise it returns ErrNotAcquired and changes nothing: it
-// registers no intention.
+// TryLock takes the write side if no writer and no reader holds it, and
+// no waiting writer comes first (one that has waited a millisecond or
+// more, as with Mutex), in one round trip. Otherwise it returns
+// ErrNotAcquired and changes nothing: it registers no intention.
 func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
 	return rw.c.acquire(ctx, rw.writer(false), false)
 }

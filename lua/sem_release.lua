@@ -7,7 +7,7 @@
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the release channel
 -- Returns  1 when released; 0 when the token held no live lease (nothing
---          else changes).
+--          else changes but the expired leases dropped on the way).
 local clock = clock_us()
 local ms = string.sub(clock, 1, -4) -- the clock's ms
 local used, l = permits_and_lease(KEYS[1], KEYS[3], ARGV[1], ms)
