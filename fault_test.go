@@ -3,10 +3,12 @@ package dlock_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -411,3 +413,34 @@ func faultWorker() int {
 	wg.Wait()
 	return 1
 }
+
+// faultHook runs act on the commands that carry mark among their args.
+type faultHook struct {
+	mark string
+	mu   sync.Mutex
+	act  func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+}
+
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		mark, act := h.mark, h.act
+		h.mu.Unlock()
+		if mark != "" && act != nil && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == mark }) {
+			return act(ctx, cmd, next)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *faultHook) arm(mark string, act func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error) {
+	h.mu.Lock()
+	h.mark, h.act = mark, act
+	h.mu.Unlock()
+}
+
+var errLostReply = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -551,5 +553,48 @@ func TestLostReleaseReplyRetriedByGoRedis(t *testing.T) {
 				t.Fatalf("another client: %v; want the lock free", err)
 			}
 		})
+	}
+}
+
+// TestReleaseNeverSentThenGoneIsLost: Unlock's first
+// attempt never reaches Redis (a dial error: nothing was sent), and the
+// lease is meanwhile removed (ForceUnlock here; a restart without
+// persistence, a failover, alike). The second attempt's "gone" is a loss:
+// ErrLost and Lost() closed, not "released by the attempt before" (a
+// release is sent once: a dial error means it never reached Redis).
+func TestReleaseNeverSentThenGoneIsLost(t *testing.T) {
+	srv, ctx := serve(t)
+	h := &faultHook{}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	other, _, _ := newClient(t, srv)
+	l, err := c.Mutex("g", dlock.WithTTL(20*time.Second)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once atomic.Bool
+	h.arm(l.Token(), func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if once.CompareAndSwap(false, true) {
+			// Never sent: the dial failed. Meanwhile an operator frees it.
+			if _, err := other.ForceUnlock(ctx, "g"); err != nil {
+				t.Error(err)
+			}
+			_, derr := net.Dial("tcp", "127.0.0.1:1")
+			cmd.SetErr(derr)
+			return derr
+		}
+		return next(ctx, cmd)
+	})
+	err = l.Unlock(ctx)
+	lost := false
+	select {
+	case <-l.Lost():
+		lost = true
+	default:
+	}
+	if !errors.Is(err, dlock.ErrLost) || !lost {
+		t.Errorf("Unlock of a lease removed by ForceUnlock, first attempt never sent: %v, Lost() closed %v; want ErrLost, closed", err, lost)
 	}
 }

@@ -163,7 +163,11 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 		p := c.kindOf(kind(st.Kind), name)
 		ks, chans := p.holderKeys()
 		args := append([]any{c.hub.PublishCommand(), seenHolder(st)}, anys(chans)...)
-		n, err := eval(ctx, c, forceUnlock, (*redis.Cmd).Int, ks, args...)
+		// Once (see once): run again unseen after a lost reply, it would
+		// find the holder gone and report the lock not freed.
+		n, err := bounded(ctx, c, func(ctx context.Context) (int64, error) {
+			return forceUnlock.Run(ctx, once{c.rdb}, ks, args...).Int64()
+		})
 		if err != nil {
 			return freed, fmt.Errorf("dlock: force unlock %s %q: %w", st.Kind, name, err)
 		}

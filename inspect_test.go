@@ -219,3 +219,32 @@ func TestListFindsLocksUnderAGlobPrefix(t *testing.T) {
 		t.Errorf("List with prefix app[1] found %d locks, want 1", len(sts))
 	}
 }
+
+// TestForceUnlockLostReplyNotSentAgain: ForceUnlock's script whose reply
+// is lost is not sent again by go-redis, whose second run would find the
+// holder gone and report nothing freed, with no error, though it freed the
+// lock: it reports the freed mutex, or an error.
+func TestForceUnlockLostReplyNotSentAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	p, c, other := proxiedRetrying(t, srv)
+	ctx := t.Context()
+	mustTake(t, ctx, other.Mutex("fu").Lock)
+	if _, err := c.ForceUnlock(ctx, "fu"); err != nil { // loads force_unlock
+		t.Fatal(err)
+	}
+	mustTake(t, ctx, other.Mutex("fu").Lock)
+	if _, err := c.Inspect(ctx, "fu"); err != nil { // loads the status scripts
+		t.Fatal(err)
+	}
+	dropped := p.DropReply("PUBLISH", false, nil)
+	freed, err := c.ForceUnlock(ctx, "fu")
+	select {
+	case <-dropped:
+	default:
+		t.Fatalf("no reply lost (ForceUnlock: %v, %v)", freed, err)
+	}
+	st, _ := other.Mutex("fu").Status(ctx)
+	if err == nil && len(freed) != 1 || st.Held {
+		t.Errorf("ForceUnlock whose reply was lost: freed %v, err %v; lock held now: %v; want the mutex reported freed", freed, err, st.Held)
+	}
+}

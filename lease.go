@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock/internal/watchdog"
 )
@@ -311,9 +314,13 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
-	retried := l.releasing || mayHaveRun
+	// A release in the background (l.releasing) also releases what this
+	// one did not reach; an earlier attempt of this call (mayHaveRun)
+	// does not.
+	background := l.releasing
+	retried := background || mayHaveRun
 	l.released, l.releasing = true, false
-	if unconfirmed && !retried {
+	if unconfirmed && !background {
 		// The shares it did not reach are released in the background
 		// until they have expired (a Redlock's: raising their nodes'
 		// fences too); a retried Unlock's are, by the release it follows.
@@ -348,7 +355,7 @@ func (l *Lease) sendRelease(ctx context.Context) (ok, mayHaveRun bool, err error
 		if err == nil || try == releaseTries || !transient(err) || errors.Is(err, errReleaseUnconfirmed) {
 			return ok, mayHaveRun, err
 		}
-		mayHaveRun = mayHaveRun || unanswered(err)
+		mayHaveRun = mayHaveRun || unanswered(err) && !neverSent(err)
 		pause = grow(pause)
 		select {
 		case <-ctx.Done():
@@ -356,6 +363,15 @@ func (l *Lease) sendRelease(ctx context.Context) (ok, mayHaveRun bool, err error
 		case <-time.After(pause):
 		}
 	}
+}
+
+// neverSent reports whether err says that a request sent once (see once)
+// never reached Redis: it could not connect, or got no connection from
+// go-redis' pool in time. (Had go-redis sent it again, an earlier attempt
+// might have: unanswered does not tell these apart.)
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // releaseInBackground follows an Unlock that failed: Unlock means release,

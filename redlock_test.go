@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -618,5 +619,73 @@ func TestRedlockStatusShowsTheMajorityHolder(t *testing.T) {
 	if !st.Held || st.Metadata != "host-b" || st.Fence != b.Fence() {
 		t.Errorf("Status while B holds masters 1 and 2 (A's stale share on 0): Held %v, Metadata %q, Fence %d, TTL %v; want held by host-b with fence %d",
 			st.Held, st.Metadata, st.Fence, st.TTL, b.Fence())
+	}
+}
+
+// TestRedlockUnconfirmedAfterLostReplyReleasesInBackground:
+// Unlock's first attempt gets no reply from any node (one ran it: its
+// reply was lost), its second releases one node's share but cannot reach
+// the third (errReleaseUnconfirmed). README (Redlock, Unlock): "the
+// release goes on in the background on the rest until it gets through or
+// they expire with their TTL": the earlier attempt of the same Unlock is
+// no background release, and the third node's share must go once it is
+// reachable (it stayed for its whole TTL).
+func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	hooks := make([]*faultHook, 3)
+	rdbs := make([]redis.UniversalClient, 3)
+	for i, s := range srvs {
+		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+		hooks[i] = &faultHook{}
+		rdb.AddHook(hooks[i])
+		rdbs[i] = rdb
+	}
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	warm := mustTake(t, ctx, c.Mutex("rl").TryLock) // loads the scripts
+	mustUnlock(t, warm)
+	l, err := c.Mutex("rl", dlock.WithTTL(20*time.Second)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := l.Token()
+	var tries [3]atomic.Int32
+	var cutC atomic.Bool
+	cutC.Store(true)
+	// Node 0: first release runs, reply lost. Later ones: as is.
+	hooks[0].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if tries[0].Add(1) == 1 {
+			_ = next(ctx, cmd)
+			cmd.SetErr(errLostReply)
+			return errLostReply
+		}
+		return next(ctx, cmd)
+	})
+	// Node 1: first release unreachable, later ones as is.
+	hooks[1].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if tries[1].Add(1) == 1 {
+			cmd.SetErr(errLostReply)
+			return errLostReply
+		}
+		return next(ctx, cmd)
+	})
+	// Node 2: unreachable while cutC.
+	hooks[2].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		tries[2].Add(1)
+		if cutC.Load() {
+			cmd.SetErr(errLostReply)
+			return errLostReply
+		}
+		return next(ctx, cmd)
+	})
+	err = l.Unlock(ctx)
+	t.Logf("Unlock: %v (tries per node %d %d %d)", err, tries[0].Load(), tries[1].Load(), tries[2].Load())
+	cutC.Store(false) // node 2 reachable again
+	before := tries[2].Load()
+	time.Sleep(2 * time.Second)
+	n := srvs[2].Client(t).Exists(ctx, "dlock:{rl}:mutex").Val()
+	if n != 0 {
+		t.Errorf("node 2 still holds the share 2s after it came back (background release attempts on it since: %d); README: released in the background", tries[2].Load()-before)
 	}
 }

@@ -1063,3 +1063,35 @@ func TestReaderWokenAfterFlush(t *testing.T) {
 		t.Fatal("reader still waiting 6s after the lock was freed by FLUSHALL")
 	}
 }
+
+// TestReaderWithStallTimeoutRechecks: a reader behind a writer that
+// never expires looks again every 3s (README) also when its stall timeout
+// is longer, instead of sleeping until that.
+func TestReaderWithStallTimeoutRechecks(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	c3, _, _ := newClient(t, srv)
+	mustTake(t, ctx, c.RWMutex("f", dlock.WithNoExpiry()).Lock)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	read := make(chan error, 1)
+	go func() {
+		l, err := c3.RWMutex("f", dlock.WithStallTimeout(time.Minute)).RLock(rctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		read <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatal("reader (stall timeout 1m) still waiting 6s after the lock was freed by FLUSHALL")
+	}
+}

@@ -215,7 +215,7 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 	if r.wait >= 0 && (next < 0 || r.wait < next) {
 		next = r.wait + time.Millisecond
 	}
-	if next < 0 && s.a.shared {
+	if s.a.shared && r.wait < 0 && (next < 0 || next > queueLiveness) {
 		// A reader has no heartbeat: behind a writer that never expires,
 		// look again now and then, in case it went with no word (the
 		// lock handed on to a writer that then died, a FLUSHALL).
