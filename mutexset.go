@@ -29,7 +29,8 @@ const setBatch = 1000
 //
 // Members are explicit: they stay in Redis until removed, like the data of
 // a set, and the set's keys go once its last member is removed (its last
-// fence a minute after it could matter, as a Mutex's). A member
+// fence a minute after it could matter, as a Mutex's), or, when the last
+// members are held as they are removed, expire with their leases. A member
 // whose lease expires is free again at once.
 //
 // Cost: acquiring any member, releasing, renewing and Status are O(log n)

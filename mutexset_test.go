@@ -1186,3 +1186,79 @@ func TestSetFreeMemberBesideOneKept(t *testing.T) {
 		mustUnlock(t, l)
 	}
 }
+
+// TestSetRemovedHeldLeavesNoKeys: every member removed, one of them
+// held by a holder that dies (its lease expires, never released); the
+// set's keys must not stay for good (they did: only a later call on the
+// set would have dropped the expired member).
+func TestSetRemovedHeldLeavesNoKeys(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	s := c.MutexSet("gone", dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRefresh(false))
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryAcquireMember(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l // the holder "dies": no renewal, no release
+	if err := s.Remove(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status: members %d", st.Members)
+	ks, _ := rdb.Keys(ctx, "*").Result()
+	for _, k := range ks {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl < 0 {
+			t.Errorf("key %q lives forever (PTTL %v) after every member was removed and the last lease expired", k, ttl)
+		}
+	}
+}
+
+// TestSetFadeKeepsRenewedHolder: with every member removed but a
+// held one, the holder that renews keeps it (and the set's keys) past
+// several TTLs; once it dies the keys go; an Add makes them lasting again.
+func TestSetFadeKeepsRenewedHolder(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	s := c.MutexSet("fade", dlock.WithTTL(300*time.Millisecond))
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquireMember(t, s, "a")
+	if err := s.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if held, err := l.Held(ctx); err != nil || !held {
+		t.Fatalf("renewed holder's Held = %v, %v", held, err)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("lost")
+	default:
+	}
+	if err := s.Add(ctx, "a"); err != nil { // cancels the removal
+		t.Fatal(err)
+	}
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl >= 0 && !strings.Contains(k, "queue") && !strings.Contains(k, "alive") && !strings.Contains(k, "wmeta") {
+			t.Errorf("key %q expires (%v) after Add cancelled the removal", k, ttl)
+		}
+	}
+	mustUnlock(t, l)
+	if err := s.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ks := rdb.Keys(ctx, "*").Val(); len(ks) != 1 {
+		t.Errorf("keys after emptying: %q", ks)
+	}
+}

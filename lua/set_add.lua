@@ -23,4 +23,5 @@ for i = 3, #ARGV do
     redis.call('SREM', KEYS[9], m)
   end
 end
+set_keep()
 return added

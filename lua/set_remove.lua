@@ -23,4 +23,7 @@ for i = 1, #ARGV do
     end
   end
 end
+if removed + pending > 0 then
+  set_fade()
+end
 return {removed, pending}

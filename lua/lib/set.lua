@@ -61,6 +61,48 @@ local function set_forget(m)
   end
 end
 
+-- set_fade gives the set's keys an end once every member left in it is
+-- being removed (each held, and leaving when its lease ends): they then
+-- expire a ms after the last of those leases, and the set's highest fence
+-- a minute after that (as keep_fence keeps it), so a set whose last
+-- holders died leaves nothing behind for good. A lease that never
+-- expires keeps them. Call it after a removal, and after a lease of a
+-- member being removed was extended; set_keep undoes it.
+local function set_fade()
+  local n = redis.call('ZCARD', KEYS[1])
+  if n == 0 or n ~= #redis.call('SMEMBERS', KEYS[9]) then
+    return
+  end
+  local top = redis.call('ZRANGE', KEYS[3], '-1', '-1', 'WITHSCORES')[2]
+  if not top then
+    return
+  end
+  if top == 'inf' then
+    for i = 1, 10 do
+      redis.call('PERSIST', KEYS[i])
+    end
+    return
+  end
+  local at = math.max(tonumber(top), time_ms()) + 1
+  for i = 1, 9 do
+    redis.call('PEXPIREAT', KEYS[i], int(at))
+  end
+  local last = redis.call('GET', KEYS[10])
+  if last then
+    redis.call('PEXPIREAT', KEYS[10], int(math.max(at, math.ceil(tonumber(last) / 1000)) + 60000))
+  end
+end
+
+-- set_keep makes the keys of a set that set_fade gave an end lasting
+-- again: a member was added, or its removal cancelled.
+local function set_keep()
+  if redis.call('PERSIST', KEYS[1]) == 1 then
+    for i = 2, 10 do
+      redis.call('PERSIST', KEYS[i])
+    end
+  end
+end
+
 -- set_vacate ends the holding of member m (a release, or an expiry found
 -- late) and makes m free with the given time of last use (server µs, a
 -- decimal string), or drops it if it was removed while held. tok is the
