@@ -79,7 +79,9 @@ func newClientConfig(opts []Option) clientConfig {
 // Lock return an error; leases already held stay valid until unlocked or
 // expired. Acquisitions that failed but could not yet give up what they
 // may hold in Redis get up to a second more; what is left then lapses
-// with its TTL. It leaves the Redis client open.
+// with its TTL. An Unlock still waiting for its lease's turn releases all
+// the same, once it comes (the lease is renewed until then). It leaves
+// the Redis client open.
 func (c *Client) Close() error {
 	c.giveUps.close()
 	c.work.close()

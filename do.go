@@ -51,14 +51,31 @@ func do(ctx context.Context, lock func(context.Context) (*Lease, error), fn func
 	return err
 }
 
-// releaseAfterDo unlocks l, Do's lease, by ctx while ctx lives, and once
-// ctx has ended within releaseGrace: either way a release cut short goes
+// releaseAfterDo unlocks l, Do's lease, giving the release until
+// releaseGrace past ctx's end, whether ctx ended before fn returned or
+// while the release waited for Redis: either way a release cut short goes
 // on in the background, as Unlock's does.
 func releaseAfterDo(ctx context.Context, l *Lease) error {
-	if ctx.Err() == nil {
-		return l.Unlock(ctx)
+	var uctx context.Context
+	var cancel context.CancelFunc
+	if dl, ok := ctx.Deadline(); ok {
+		// Kept as a deadline, for a go-redis client that honours it.
+		uctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(releaseGrace))
+	} else {
+		uctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
 	defer cancel()
+	returned := make(chan struct{})
+	defer close(returned)
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(releaseGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-returned:
+		}
+	})
+	defer stop()
 	return l.Unlock(uctx)
 }

@@ -70,3 +70,35 @@ func TestDoReturnsByItsDeadline(t *testing.T) {
 	}
 	mustUnlock(t, l)
 }
+
+// TestDoGraceWhenDeadlineFallsDuringRelease: fn returns 30ms before ctx's
+// deadline and Redis answers the release 100ms after the deadline, within
+// the half second README promises (releaseGrace): Do returns fn's nil,
+// and the lock is free, not an unlock error with the release left to the
+// background.
+func TestDoGraceWhenDeadlineFallsDuringRelease(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	m := c.Mutex("grace", dlock.WithTTL(10*time.Second))
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	dl, _ := dctx.Deadline()
+	resumed := make(chan struct{})
+	err := m.Do(dctx, func(ctx context.Context) error {
+		time.Sleep(time.Until(dl) - 30*time.Millisecond)
+		srv.Pause(t)
+		go func() {
+			time.Sleep(time.Until(dl) + 100*time.Millisecond)
+			srv.Resume(t)
+			close(resumed)
+		}()
+		return nil
+	})
+	<-resumed
+	if err != nil {
+		t.Fatalf("Do: %v; want nil: the release was answered 100ms after the deadline, within releaseGrace", err)
+	}
+	if st := statusOf(t, m); st.Held {
+		t.Error("the lock is held after Do returned nil")
+	}
+}

@@ -116,11 +116,17 @@ func (g *giveUps) do(name string, f func(ctx context.Context)) bool {
 
 // run is start's goroutine; it reports whether withdraw succeeded.
 func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Context) error, pending <-chan struct{}, rounds int) bool {
-	ctx, cancel := g.ctx, context.CancelFunc(func() {})
-	if lapse > 0 {
-		ctx, cancel = context.WithTimeout(g.ctx, lapse)
-	}
+	// lapse counts from the last attempt that did not reach Redis: until
+	// Redis answers, a request it has not read yet (the abandoned try, in
+	// a paused server's socket buffer or on a partitioned network) may
+	// still run, and hold for a whole TTL from then.
+	ctx, cancel := context.WithCancel(g.ctx)
 	defer cancel()
+	var lapsed *time.Timer
+	if lapse > 0 {
+		lapsed = time.AfterFunc(lapse, cancel)
+		defer lapsed.Stop()
+	}
 	var backoff time.Duration
 	for rounds > 0 {
 		if rounds == 1 && pending != nil {
@@ -140,6 +146,9 @@ func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Co
 			g.log.Warn("dlock: giving up a failed acquisition or unlock did not reach Redis; what it may hold lapses with its TTL",
 				"lock", name, "err", err)
 			return false
+		}
+		if lapsed != nil && unanswered(err) {
+			lapsed.Reset(lapse)
 		}
 		backoff = grow(backoff)
 		select {

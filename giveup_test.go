@@ -598,3 +598,87 @@ func TestReleaseNeverSentThenGoneIsLost(t *testing.T) {
 		t.Errorf("Unlock of a lease removed by ForceUnlock, first attempt never sent: %v, Lost() closed %v; want ErrLost, closed", err, lost)
 	}
 }
+
+// TestGiveUpOutlivesPausedServer: Redis stalls (SIGSTOP) with a TryLock's
+// request in its socket buffer, for longer than the give-up's lapse
+// (max(TTL, 3s)) counted from when the caller gave up. The
+// give-up's attempts get no answer meanwhile (a new connection's
+// handshake is not answered), so it must keep trying until Redis answers:
+// when Redis resumes and runs the abandoned try, the give-up withdraws it,
+// and the lock is free long before the TTL (it stopped at the lapse, and
+// the lock was held by nobody for the whole TTL).
+func TestGiveUpOutlivesPausedServer(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	other, _, _ := newClient(t, srv)
+	m := c.Mutex("ghost", dlock.WithTTL(time.Second))
+	// Scripts loaded, one connection pooled for the try to go on.
+	mustUnlock(t, mustTake(t, ctx, m.TryLock))
+	const ttl = 3 * time.Second // the give-up's lapse too
+	m = c.Mutex("ghost", dlock.WithTTL(ttl))
+	srv.Pause(t)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := m.TryLock(tctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		srv.Resume(t)
+		t.Fatalf("TryLock on a paused Redis: %v, want its deadline", err)
+	}
+	time.Sleep(ttl + 2*time.Second) // past the lapse
+	srv.Resume(t)
+	resumed := time.Now()
+	// Before the abandoned try's TTL, counted from the resume, runs out.
+	err = eventually(ctx, ttl-time.Second, func() error {
+		l, err := other.Mutex("ghost").TryLock(ctx)
+		if err == nil {
+			return l.Unlock(ctx)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("another client %v after Redis resumed: %v; want the lock free: the acquisition that took it gave up (its TTL is %v)",
+			time.Since(resumed).Round(time.Millisecond), err, ttl)
+	}
+}
+
+// TestUnlockGivenUpAtCloseStillReleases: an Unlock whose ctx ends while a
+// Refresh of the same lease waits for Redis returns its error and leaves
+// the release to follow once that call is done; Client.Close, whose grace
+// ends before that, must not drop it: the lease is still renewed (Close
+// stops no renewal), and nobody else would ever get the lock.
+func TestUnlockGivenUpAtCloseStillReleases(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	other, _, _ := newClient(t, srv)
+	const ttl = 3 * time.Second
+	l := mustTake(t, ctx, c.Mutex("forever", dlock.WithTTL(ttl)).Lock)
+	srv.Pause(t)
+	refreshed := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		refreshed <- l.Refresh(rctx, ttl)
+	}()
+	time.Sleep(50 * time.Millisecond) // the Refresh has the lease's turn
+	uctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := l.Unlock(uctx); err == nil {
+		t.Error("Unlock behind a Refresh on a paused Redis returned nil by a 50ms deadline")
+	}
+	cancel()
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	time.Sleep(1200 * time.Millisecond) // Close's grace (1s) has passed
+	srv.Resume(t)
+	<-closed
+	<-refreshed
+	err := eventually(ctx, 2*ttl, func() error {
+		ol, err := other.Mutex("forever").TryLock(ctx)
+		if err == nil {
+			return ol.Unlock(ctx)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("another client, two TTLs after Unlock: %v; want the lock free", err)
+	}
+}

@@ -248,13 +248,17 @@ func (l *Lease) unlock(ctx context.Context) error {
 }
 
 // unlockLater is the release of an Unlock whose ctx ended before its turn
-// came (see unlock), run with the client's give-ups until ctx ends (the
-// client is closed; the lease then lapses with its TTL): it waits for the
+// came (see unlock), run with the client's give-ups; if ctx ends first
+// (the client is closed) it goes on by itself, since the lease is still
+// renewed and would otherwise never lapse: it waits for the
 // turn and releases, unless another Unlock did meanwhile, as Unlock would
 // have (a release that fails goes on in the background). The next Unlock
 // then returns nil, or its ErrLost.
 func (l *Lease) unlockLater(ctx context.Context) {
 	if l.turn.take(ctx) != nil {
+		// The client was closed before the turn came; the lease is still
+		// renewed, so the release must come all the same (as in unlock).
+		go l.unlockLater(context.Background())
 		return
 	}
 	defer l.turn.give()
