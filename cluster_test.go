@@ -236,3 +236,78 @@ func masterOf(t *testing.T, cl *redistest.Cluster, admin *redis.ClusterClient, n
 	t.Fatalf("no node of the cluster at %s", node.Options().Addr)
 	return nil
 }
+
+// TestClusterPausedMasterSparesOtherWaiters: while one master is paused,
+// the heartbeats of waiters on the others still come back each second
+// (one batch part per master), so a release on a healthy master hands its
+// lock over in one message: the waiter takes it with no try of its own.
+// (With one batch for all masters, every reply waited for the paused one
+// and was dropped; the waiter's last refusal grew too old to date a
+// hand-over by, and it had to try.)
+func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	ctx := t.Context()
+	admin := cl.Client(t)
+	pausedName, keptName := "paused-0", ""
+	victim := masterOf(t, cl, admin, pausedName)
+	for i := 1; keptName == ""; i++ {
+		if n := fmt.Sprintf("kept-%d", i); masterOf(t, cl, admin, n) != victim {
+			keptName = n
+		}
+	}
+	// No failover, and the healthy masters serve on while the paused one
+	// is down: it stays its slots' master for as long as the pause, as
+	// it would past a production cluster's longer node timeout.
+	err := admin.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		return node.ConfigSet(ctx, "cluster-replica-no-failover", "yes").Err()
+	})
+	if err == nil {
+		err = admin.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			return node.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err()
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := dlock.New(cl.Client(t))
+	defer holders.Close()
+	mustTake(t, ctx, holders.Mutex(pausedName, dlock.WithNoExpiry()).Lock)
+	kept := mustTake(t, ctx, holders.Mutex(keptName, dlock.WithNoExpiry()).Lock)
+	cnt := &hook{mark: "waiting"}
+	rdb := cl.Client(t)
+	rdb.AddHook(cnt)
+	c := dlock.New(rdb)
+	defer c.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 2)
+	for _, name := range []string{pausedName, keptName} {
+		go func() {
+			l, err := c.Mutex(name, dlock.WithMetadata("waiting")).Lock(wctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond) // both queued, beating
+	victim.Pause(t)
+	defer victim.Resume(t)
+	time.Sleep(4 * time.Second) // longer than a hand-over is dated by the last refusal (3s)
+	tries := cnt.marked.Load()
+	if err := kept.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter on a healthy master did not get the lock released to it")
+	}
+	if n := cnt.marked.Load() - tries; n > 0 {
+		t.Errorf("the waiter on a healthy master sent %d tries for a hand-over while another master was paused; want none", n)
+	}
+}

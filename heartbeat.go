@@ -118,11 +118,12 @@ func (h *heartbeats) due() (due []*beat, ok bool) {
 	return due, true
 }
 
-// send sends one batch of beats and gives each waiter its reply. A batch
-// not answered within a period is left to finish in the background, its
-// replies dropped (each waiter is told errNoReply), so that a slow or
-// unreachable shard keeps no other waiter's next heartbeat from going on
-// time, before its place lapses.
+// send sends one batch of beats, one part per master on a Cluster, all
+// at once, and gives each waiter its reply as its part is answered. A
+// part not answered within a period is left to finish in the background,
+// its replies dropped (each of its waiters is told errNoReply), so that a
+// slow or unreachable shard keeps no other waiter's reply, nor its next
+// heartbeat, from coming on time.
 func (h *heartbeats) send(beats []*beat) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.period)
 	defer cancel()
@@ -130,22 +131,43 @@ func (h *heartbeats) send(beats []*beat) {
 	for i, b := range beats {
 		calls[i] = b.a.beat(b.tok)
 	}
+	parts := byMaster(ctx, h.rdb, calls)
+	var wg sync.WaitGroup
+	for _, part := range parts[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.sendPart(ctx, beats, calls, part)
+		}()
+	}
+	h.sendPart(ctx, beats, calls, parts[0])
+	wg.Wait()
+}
+
+// sendPart sends the beats at part of beats, whose calls are calls, in one
+// batch by ctx, and gives each of their waiters its reply.
+func (h *heartbeats) sendPart(ctx context.Context, beats []*beat, calls []scriptCall, part []int) {
+	sub := make([]scriptCall, len(part))
+	for j, i := range part {
+		sub[j] = calls[i]
+	}
 	sent := time.Now()
 	cmds, _, err := untilDone(ctx, nil, func(ctx context.Context) ([]*redis.Cmd, error) {
-		return sendAll(ctx, h.rdb, calls), nil
+		return sendAll(ctx, h.rdb, sub), nil
 	}, nil)
-	replies := make([]beatReply, len(beats))
-	for i, b := range beats {
-		replies[i] = beatReply{sent: sent, err: errNoReply}
+	replies := make([]beatReply, len(part))
+	for j, i := range part {
+		replies[j] = beatReply{sent: sent, err: errNoReply}
 		if err == nil {
-			r, err := b.a.parse(cmds[i].Result())
-			replies[i].wait, replies[i].holder, replies[i].at, replies[i].err = r.wait, r.holder, r.at, err
+			r, err := beats[i].a.parse(cmds[j].Result())
+			replies[j].wait, replies[j].holder, replies[j].at, replies[j].err = r.wait, r.holder, r.at, err
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i, b := range beats {
-		b.reply, b.fresh = replies[i], true
+	for j, i := range part {
+		b := beats[i]
+		b.reply, b.fresh = replies[j], true
 		notify.Ring(b.bell)
 	}
 }
