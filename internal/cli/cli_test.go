@@ -546,3 +546,28 @@ func TestShortWaitOnAHeldLockIsAConflict(t *testing.T) {
 	}
 	<-delivered
 }
+
+// TestBadDatabaseIsNotAConflict: a URL naming a database the server does not have is a bad URL (2), not
+// exit 1, which is run's default for "held by another process": a cron
+// job must not read a misconfiguration as a lock held elsewhere.
+func TestBadDatabaseIsNotAConflict(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var out, errb bytes.Buffer
+	err := cli.Run(context.Background(), []string{"--redis", "redis://" + srv.Addr() + "/99", "run", "job", "--", "true"},
+		strings.NewReader(""), &out, &errb)
+	if code := cli.ExitCode(err); code == cli.ExitConflict {
+		t.Errorf("run on redis://…/99 (no such database) exited %d, the conflict status; stderr %q", code, errb.String())
+	}
+}
+
+// TestStatusFreeNamePrintable: the line status prints for a free lock shows its name as the table
+// does: quoted when it holds a newline or control bytes.
+func TestStatusFreeNamePrintable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	code, out, _ := dl(t, srv, "status", "a\nb\x1b[2J")
+	if code != 0 || strings.Count(out, "\n") != 1 || strings.Contains(out, "\x1b") {
+		t.Errorf("status of a free lock named a\\nb\\x1b[2J printed %q (exit %d); want one line, the name quoted", out, code)
+	}
+}

@@ -87,6 +87,10 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 				errs[i] = fmt.Errorf("no answer within %v: %w", reachTimeout, err)
 			case unreachable(err):
 				errs[i] = err
+			case isReply(err) && !strings.HasPrefix(err.Error(), "NOPERM"):
+				// Redis refused the connection's setup (a database it does
+				// not have: go-redis SELECTs it before the PING).
+				errs[i] = err
 			}
 		}()
 	}
@@ -105,7 +109,18 @@ func reach(ctx context.Context, rdbs []redis.UniversalClient) error {
 			return &ExitError{Code: ExitNoPerm, Err: fmt.Errorf("credentials refused by Redis: %w", err)}
 		}
 	}
+	for _, err := range down {
+		if isReply(err) && !unreachable(err) {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the server refused the connection (check the URL): %w", err)}
+		}
+	}
 	return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("cannot reach Redis: %w", down[0])}
+}
+
+// isReply reports whether err is an error reply from Redis.
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }
 
 // connectRedlock opens one client per Redis server and a Redlock client

@@ -184,7 +184,16 @@ func cutShort(err error) bool {
 // line should have.
 func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) error {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		// A signal dlock was started ignoring (SIGHUP under nohup, SIGINT
+		// in a shell's background job) stays ignored, for dlock and for
+		// the command, as under flock(1): catching it would give the
+		// command its default action (exec resets caught signals) and
+		// pass it on to a command that was meant never to get it.
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
 	defer signal.Stop(sigs)
 
 	if t.label == "" {

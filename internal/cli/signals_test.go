@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -253,5 +254,44 @@ func TestLostLeaseWaitsAsleep(t *testing.T) {
 	}
 	if code := exitOf(cmd.Wait()); code != 75 {
 		t.Errorf("dlock exited %d; want 75, the lease lost", code)
+	}
+}
+
+// TestIgnoredSignalsStayIgnored: under nohup (SIGHUP ignored), or started in the background by a
+// non-interactive shell (SIGINT ignored), flock(1) leaves those signals
+// ignored for its command. dlock must too: it must neither un-ignore them
+// for the command nor pass on to it a signal it was started ignoring.
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	pidFile, done, mask := filepath.Join(dir, "pid"), filepath.Join(dir, "done"), filepath.Join(dir, "mask")
+	script := `grep SigIgn /proc/self/status > ` + mask + `; echo $$ > ` + pidFile + `; sleep 1; echo ok > ` + done
+	// What nohup does for SIGHUP, and sh for a background job's SIGINT.
+	cmd := exec.Command("sh", "-c", `trap "" HUP INT; exec "$0" "$@"`, binary, "run", "nohup-job", "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "DLOCK_REDIS=redis://"+srv.Addr())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child := pidOf(t, pidFile)
+	defer syscall.Kill(child, syscall.SIGKILL)
+	b, _ := os.ReadFile(mask)
+	fields := strings.Fields(string(b))
+	if len(fields) == 2 {
+		m, _ := strconv.ParseUint(fields[1], 16, 64)
+		if m&1 == 0 || m&2 == 0 {
+			t.Errorf("the command's ignored signals are %s; want SIGHUP and SIGINT still ignored, as dlock was started", fields[1])
+		}
+	}
+	// The terminal hangs up (nohup's case), or someone sends dlock SIGINT.
+	cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(50 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := exitOf(err); code != 0 {
+		t.Errorf("dlock exited %d; want 0: signals it was started ignoring must not end the command", code)
+	}
+	if _, err := os.Stat(done); err != nil {
+		t.Errorf("the command did not finish: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ no state is free.`,
 				return writeJSON(e.stdout, sts)
 			}
 			if len(sts) == 0 {
-				_, err := fmt.Fprintf(e.stdout, "%s: free (no state in Redis)\n", args[0])
+				_, err := fmt.Fprintf(e.stdout, "%s: free (no state in Redis)\n", printable(args[0]))
 				return written(err)
 			}
 			return writeTable(e.stdout, sts)
