@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"testing"
 	"time"
 
@@ -385,5 +386,47 @@ func TestUnlockAfterCloseWaitingForItsTurn(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatalf("the lock is still held after the Unlock, 3 TTLs on: %v", err)
+	}
+}
+
+// TestLongerRefreshAfterLostReplyKeepsLease: a Refresh whose reply was
+// lost (Redis may have applied it), then a
+// Refresh to a longer TTL that succeeds: the lease is held in Redis for
+// that longer TTL, and stays held while the watchdog renews it. Lost()
+// must not close, nor Do's context be cancelled.
+func TestLongerRefreshAfterLostReplyKeepsLease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	h := &hook{}
+	c, _ := hooked(t, srv, h)
+	l, err := c.Mutex("review-renew", dlock.WithTTL(time.Second)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	// The next script call (the Refresh) runs in Redis, and its reply is lost.
+	h.act = func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		_ = next(ctx, cmd)
+		err := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+		cmd.SetErr(err)
+		return err
+	}
+	h.armed.Store(true)
+	if err := l.Refresh(t.Context(), time.Second); err == nil {
+		t.Fatal("Refresh with its reply lost returned nil")
+	}
+	if err := l.Refresh(t.Context(), time.Minute); err != nil {
+		t.Fatalf("Refresh to a minute: %v", err)
+	}
+	refreshed := time.Now()
+	select {
+	case <-l.Lost():
+		pttl, _ := srv.Client(t).PTTL(t.Context(), "dlock:{review-renew}:mutex").Result()
+		t.Fatalf("Lost() closed %v after a successful Refresh to 1m (Redis' PTTL of the lock then: %v)",
+			time.Since(refreshed).Round(time.Millisecond), pttl)
+	case <-time.After(2 * time.Second):
+	}
+	if ok, err := l.Held(t.Context()); !ok || err != nil {
+		t.Errorf("Held: %v, %v", ok, err)
 	}
 }

@@ -258,7 +258,11 @@ func (h *Hub) subscribeOn(ctx context.Context, sh *shard, name, key string, bell
 	if !send {
 		return w
 	}
-	if err := h.subscribe(ctx, sh, name); err != nil {
+	// Sent under the hub's context, not the caller's: a deadline that
+	// passed (while it waited for cmdMu, or on a worker it was abandoned
+	// by) would fail the write, and go-redis would drop the shared
+	// connection, every waiter's subscription with it.
+	if err := h.subscribe(h.ctx, sh, name); err != nil {
 		// go-redis may have reconnected silently without this channel:
 		// start over on a new connection, which resubscribes everything.
 		h.log.Warn("dlock: subscribe failed; reconnecting", "channel", name, "err", err)

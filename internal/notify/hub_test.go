@@ -806,3 +806,30 @@ func TestSubscriptionRefusedWhileBusyResubscribes(t *testing.T) {
 		t.Fatal("the channel refused while Redis was busy was not subscribed again")
 	}
 }
+
+// TestExpiredSubscribeLeavesConnectionAlone: a Subscribe whose ctx has
+// passed its deadline (it waited for a worker,
+// or for another subscription's command) must not break the shared
+// connection: every other waiter of the client would be woken for
+// nothing, and its subscription dropped and redone.
+func TestExpiredSubscribeLeavesConnectionAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.subscribe(t, "chan-a", "")
+	before, err := e.pub.Do(ctxT(t, time.Second), "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	if w2, err := e.hub.Subscribe(ctx, "chan-b", "", nil); err == nil {
+		w2.Close()
+	}
+	if woken(w, 500*time.Millisecond) {
+		t.Errorf("a Subscribe on another channel with an expired ctx woke a waiter of chan-a")
+	}
+	after, _ := e.pub.Do(ctxT(t, time.Second), "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if id := func(s string) string { return s[:min(len(s), 12)] }; id(before) != id(after) {
+		t.Errorf("the subscription connection was replaced:\nbefore %s\nafter  %s", before, after)
+	}
+}

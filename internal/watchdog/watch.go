@@ -211,7 +211,10 @@ func (s *state) settle(w *watch, err error) {
 			t = min(t, w.uncertain)
 		}
 		w.deadline, w.uncertain, w.first = w.d.bound(r.sent, t), 0, false
-		w.next = r.sent.Add(w.ttl / 3)
+		// Due a third of the way through the TTL this success counts
+		// for, which may be shorter than the TTL of later renewals (a
+		// failed shorter write, or a longer Refresh queued behind r).
+		w.next = r.sent.Add(min(t, w.ttl) / 3)
 		if w.late != nil { // sent before r: its outcome tells no more
 			w.late.f.leave()
 			w.late = nil
@@ -226,7 +229,10 @@ func (s *state) settle(w *watch, err error) {
 		if w.uncertain == 0 || r.ttl < w.uncertain {
 			w.uncertain = r.ttl
 		}
-		w.next = time.Now().Add(max(w.ttl/10, 10*time.Millisecond))
+		// Again in a tenth of the TTL, but well before the deadline,
+		// which a success counted with a shorter TTL may have set
+		// nearer than the TTL makes it.
+		w.next = time.Now().Add(max(min(w.ttl/10, time.Until(w.deadline)/4), 10*time.Millisecond))
 	}
 	if r.reply != nil {
 		r.reply <- err
