@@ -356,10 +356,14 @@ func (l *Lease) sendRelease(ctx context.Context) (ok, mayHaveRun bool, err error
 	pause := time.Duration(0)
 	for try := 1; ; try++ {
 		ok, err = bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-		if err == nil || try == releaseTries || !transient(err) || errors.Is(err, errReleaseUnconfirmed) {
+		if err == nil || try == releaseTries || !transient(err) {
 			return ok, mayHaveRun, err
 		}
-		mayHaveRun = mayHaveRun || unanswered(err) && !neverSent(err)
+		if _, redlock := l.ops.(*redlockLease); !redlock {
+			// (A Redlock lease counts this node by node: see
+			// redlockLease.tried.)
+			mayHaveRun = mayHaveRun || unanswered(err) && !neverSent(err)
+		}
 		pause = grow(pause)
 		select {
 		case <-ctx.Done():

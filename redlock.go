@@ -47,7 +47,9 @@ import (
 //
 // Only Mutex is offered: FairMutex, RWMutex and MutexSet return
 // ErrUnsupported from every method, as do Inspect, List and ForceUnlock.
-// Leases must expire: WithNoExpiry is ErrInvalid. Close leaves rdbs open.
+// Leases must expire: WithNoExpiry is ErrInvalid, and so are no masters,
+// a nil one, or one client given twice (one Redis would count as two).
+// Close leaves rdbs open.
 func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	cfg := newClientConfig(opts)
 	c := newClient(cfg)
@@ -56,11 +58,18 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 		return c
 	}
 	hubs := make([]*notify.Hub, len(rdbs))
+	seen := make(map[redis.UniversalClient]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil {
 			c.err = fmt.Errorf("%w: Redis master %d of %d is nil", ErrInvalid, i+1, len(rdbs))
 			return c
 		}
+		// One Redis counted twice would make a majority of fewer servers.
+		if j, dup := seen[rdb]; dup {
+			c.err = fmt.Errorf("%w: Redis master %d of %d is master %d again", ErrInvalid, i+1, len(rdbs), j+1)
+			return c
+		}
+		seen[rdb] = i
 		hubs[i] = notify.New(rdb, cfg.log)
 		c.nodes = append(c.nodes, &node{rdb: rdb, hub: hubs[i]})
 	}
@@ -143,13 +152,19 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		return attempt{}, err
 	}
 	var left []bool // where a share may be left: giving it back failed
-	if v.granted > 0 || len(v.failed) > 0 {
-		// Another lease's majority stays whatever this try gives back:
-		// announcing the give-back would only wake waiters (this one
-		// first) to try, and give back, again, for as long as it holds.
-		if !r.giveBack(ctx, tok, v.asked, !v.majorityHeld(q)) {
-			left = v.asked
-		}
+	// Another lease's majority stays whatever this try gives back:
+	// announcing the give-back would only wake waiters (this one first)
+	// to try, and give back, again, for as long as it holds.
+	announce := !v.majorityHeld(q)
+	if v.granted > 0 && !r.giveBack(ctx, tok, v.grants, announce) {
+		left = v.grants
+	}
+	if silent := v.silent(); silent != nil {
+		// The nodes that never answered are given back to without
+		// waiting: one that is paused would cost the caller a second
+		// node timeout. They may still hold a share: left.
+		left = either(left, silent)
+		go r.giveBack(ctx, tok, silent, announce)
 	}
 	if len(v.failed) > n-q {
 		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
@@ -168,7 +183,22 @@ type vote struct {
 	held    map[uint64][]time.Duration // holder id -> its shares' time left
 	// asked marks the nodes that may hold a share now: those that granted
 	// it, and those asked whose answer never came.
-	asked []bool
+	asked  []bool
+	grants []bool // the nodes that granted it
+}
+
+// silent marks the nodes asked whose answer never came, or nil if none.
+func (v vote) silent() []bool {
+	var out []bool
+	for i, a := range v.asked {
+		if a && !v.grants[i] {
+			if out == nil {
+				out = make([]bool, len(v.asked))
+			}
+			out[i] = true
+		}
+	}
+	return out
 }
 
 // ask sends tok's try to every node at once and counts the answers.
@@ -178,7 +208,7 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
 		return redlockAcquire.Run(ctx, n.rdb, r.shareKeys(), tok, millis(ttl), r.cfg.metadata, id).Slice()
 	})
-	v := vote{held: map[uint64][]time.Duration{}, asked: make([]bool, len(replies))}
+	v := vote{held: map[uint64][]time.Duration{}, asked: make([]bool, len(replies)), grants: make([]bool, len(replies))}
 	for i, rp := range replies {
 		if rp.err != nil {
 			v.failed = append(v.failed, rp.err)
@@ -188,7 +218,7 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 		switch a := rp.val; {
 		case len(a) >= 2 && toInt(a[0]) == 1:
 			v.granted++
-			v.asked[i] = true
+			v.asked[i], v.grants[i] = true, true
 			v.fence = max(v.fence, uint64(toInt(a[1])))
 		case len(a) >= 4:
 			holder, _ := strconv.ParseUint(fmt.Sprint(a[3]), 10, 64)
@@ -275,7 +305,9 @@ func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, as
 		if announce {
 			publish = n.hub.PublishCommand()
 		}
-		return redlockRelease.Run(ctx, n.rdb, r.shareKeys(), tok, fence, publish, r.keys.Channel()).Bool()
+		// Sent once: go-redis sending it again after a lost reply would
+		// find the share gone and count the node as not released.
+		return redlockRelease.Run(ctx, once{n.rdb}, r.shareKeys(), tok, fence, publish, r.keys.Channel()).Bool()
 	})
 }
 
@@ -342,7 +374,11 @@ type redlockLease struct {
 	// released marks the nodes where a release took the lease's share,
 	// so that an Unlock tried again counts them (Lease serialises Unlock).
 	released []bool
-	mu       sync.Mutex // serialises releases: Unlock's and the background one
+	// tried marks the nodes where an earlier release may have run though
+	// its reply was lost: a later one that finds the share gone there
+	// counts it released (as Lease.sendRelease does for one Redis).
+	tried []bool
+	mu    sync.Mutex // serialises releases: Unlock's and the background one
 }
 
 var _ drifter = (*redlockLease)(nil)
@@ -364,11 +400,15 @@ func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 	replies := l.r.release(ctx, tok, l.fence, l.asked, true)
 	if l.released == nil {
 		l.released = make([]bool, len(replies))
+		l.tried = make([]bool, len(replies))
 	}
 	some := false
 	for i := range replies {
-		if replies[i].err == nil && replies[i].val {
+		switch err := replies[i].err; {
+		case err == nil && (replies[i].val || l.tried[i]):
 			l.released[i] = true
+		case err != nil && unanswered(err) && !neverSent(err):
+			l.tried[i] = true
 		}
 		if l.released[i] {
 			replies[i] = reply[bool]{val: true}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -622,14 +623,16 @@ func TestRedlockStatusShowsTheMajorityHolder(t *testing.T) {
 	}
 }
 
-// TestRedlockUnconfirmedAfterLostReplyReleasesInBackground:
-// Unlock's first attempt gets no reply from any node (one ran it: its
-// reply was lost), its second releases one node's share but cannot reach
-// the third (errReleaseUnconfirmed). README (Redlock, Unlock): "the
-// release goes on in the background on the rest until it gets through or
-// they expire with their TTL": the earlier attempt of the same Unlock is
-// no background release, and the third node's share must go once it is
-// reachable (it stayed for its whole TTL).
+// TestRedlockUnconfirmedAfterLostReplyReleasesInBackground: Unlock's
+// first attempt gets no reply from any node (node 0 ran it: its reply was
+// lost), and nodes 1 and 2 stay unreachable for the whole Unlock (a
+// failed dial: nothing sent). Its later attempts count node 0 released
+// (its share gone after its own lost reply), a minority: ErrLost.
+// README (Redlock, Unlock): "the release goes on in the background on
+// the rest until it gets through or they expire with their TTL": the
+// earlier attempts of the same Unlock are no background release, and the
+// shares on nodes 1 and 2 must go once they are reachable (they stayed
+// for their whole TTL).
 func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
 	hooks := make([]*faultHook, 3)
@@ -651,9 +654,9 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 	}
 	tok := l.Token()
 	var tries [3]atomic.Int32
-	var cutC atomic.Bool
-	cutC.Store(true)
-	// Node 0: first release runs, reply lost. Later ones: as is.
+	var cut atomic.Bool
+	cut.Store(true)
+	// Node 0: the first release runs, its reply lost; later ones as is.
 	hooks[0].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if tries[0].Add(1) == 1 {
 			_ = next(ctx, cmd)
@@ -662,30 +665,133 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 		}
 		return next(ctx, cmd)
 	})
-	// Node 1: first release unreachable, later ones as is.
-	hooks[1].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if tries[1].Add(1) == 1 {
-			cmd.SetErr(errLostReply)
-			return errLostReply
-		}
-		return next(ctx, cmd)
-	})
-	// Node 2: unreachable while cutC.
-	hooks[2].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		tries[2].Add(1)
-		if cutC.Load() {
-			cmd.SetErr(errLostReply)
-			return errLostReply
-		}
-		return next(ctx, cmd)
-	})
+	_, errDial := net.Dial("tcp", "127.0.0.1:1")
+	for i := 1; i <= 2; i++ {
+		// Nodes 1 and 2: not reachable while cut.
+		hooks[i].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			tries[i].Add(1)
+			if cut.Load() {
+				cmd.SetErr(errDial)
+				return errDial
+			}
+			return next(ctx, cmd)
+		})
+	}
 	err = l.Unlock(ctx)
 	t.Logf("Unlock: %v (tries per node %d %d %d)", err, tries[0].Load(), tries[1].Load(), tries[2].Load())
-	cutC.Store(false) // node 2 reachable again
-	before := tries[2].Load()
-	time.Sleep(2 * time.Second)
-	n := srvs[2].Client(t).Exists(ctx, "dlock:{rl}:mutex").Val()
-	if n != 0 {
-		t.Errorf("node 2 still holds the share 2s after it came back (background release attempts on it since: %d); README: released in the background", tries[2].Load()-before)
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock confirmed on one node of three: %v, want ErrLost", err)
+	}
+	cut.Store(false) // nodes 1 and 2 reachable again
+	err = eventually(ctx, 3*time.Second, func() error {
+		for i := 1; i <= 2; i++ {
+			if srvs[i].Client(t).Exists(ctx, "dlock:{rl}:mutex").Val() != 0 {
+				return fmt.Errorf("node %d still holds the share after it came back (%d release attempts on it in all); README: released in the background", i, tries[i].Load())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// proxiedRetryingRedlock is a Redlock client on n fresh masters, each
+// behind a proxy, with go-redis' default MaxRetries (3), as users have it.
+func proxiedRetryingRedlock(t *testing.T, n int) (*dlock.Client, []*redistest.Server, []*redistest.Proxy) {
+	t.Helper()
+	srvs := redistest.StartN(t, n)
+	ps := make([]*redistest.Proxy, n)
+	rdbs := make([]redis.UniversalClient, n)
+	for i, s := range srvs {
+		ps[i] = redistest.StartProxy(t, s.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: ps[i].Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		rdbs[i] = rdb
+	}
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { c.Close() })
+	return c, srvs, ps
+}
+
+// TestRedlockLostReleaseReplyRetriedByGoRedis: a Redlock Unlock whose
+// release ran on a node but whose reply was lost (connection broken) is
+// must not be sent again by go-redis itself (default MaxRetries): that
+// run finds the share gone and counted the node as not released, so
+// Unlock said ErrLost and Lost() closed for a lease it released
+// everywhere. Node releases go once, and Unlock's next attempt counts a
+// node whose reply was lost and whose share is gone as released.
+func TestRedlockLostReleaseReplyRetriedByGoRedis(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(map[int]string{1: "1 master", 3: "3 masters, 2 replies lost"}[n], func(t *testing.T) {
+			c, srvs, ps := proxiedRetryingRedlock(t, n)
+			ctx := t.Context()
+			warm := mustTake(t, ctx, c.Mutex("warm").TryLock) // loads the scripts
+			if err := warm.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := mustTake(t, ctx, c.Mutex("rr", dlock.WithTTL(20*time.Second)).TryLock)
+			var drops []<-chan struct{}
+			for i := range min(n, 2) {
+				drops = append(drops, ps[i].DropReply(l.Token(), false, nil))
+			}
+			err := l.Unlock(ctx)
+			for _, d := range drops {
+				select {
+				case <-d:
+				default:
+					t.Fatalf("no reply lost (unlock: %v)", err)
+				}
+			}
+			lost := false
+			select {
+			case <-l.Lost():
+				lost = true
+			default:
+			}
+			if err := gone(ctx, srvs, "dlock:{rr}:mutex"); err != nil {
+				t.Fatalf("not released everywhere: %v", err)
+			}
+			if err != nil || lost {
+				t.Errorf("Unlock released on every master, replies lost and retried by go-redis: %v, Lost() closed %v; want nil, open", err, lost)
+			}
+		})
+	}
+}
+
+// TestRedlockRefusedTryWithPausedNodeCostsOneNodeTimeout: a TryLock of a
+// lock held on a majority, while one node is paused, costs one node
+// timeout (TTL/20 = 1s here), as README promises ("a node that is down
+// or paused costs one node timeout now and then"), not two: the try's
+// give-back to the paused node (it never answered: it may hold a share)
+// goes on without the caller.
+func TestRedlockRefusedTryWithPausedNodeCostsOneNodeTimeout(t *testing.T) {
+	c, srvs, _ := newRedlock(t, 3)
+	ctx := t.Context()
+	m := c.Mutex("paused-refused", dlock.WithTTL(20*time.Second))
+	h := mustTake(t, ctx, m.TryLock)
+	defer h.Unlock(ctx)
+	srvs[2].Pause(t)
+	defer srvs[2].Resume(t)
+	start := time.Now()
+	_, err := m.TryLock(ctx)
+	took := time.Since(start)
+	t.Logf("TryLock: %v after %v", err, took)
+	if took > 1600*time.Millisecond {
+		t.Errorf("a refused TryLock with one node paused took %v; one node timeout is 1s", took)
+	}
+}
+
+// TestRedlockDuplicateMaster: the same client given twice would count
+// one Redis as two masters (a lease "held on a majority" of 3 on 2
+// servers, freed by the loss of the doubled one): NewRedlock refuses it
+// with ErrInvalid, as it refuses a nil master.
+func TestRedlockDuplicateMaster(t *testing.T) {
+	srvs := redistest.StartN(t, 2)
+	a, b := srvs[0].Client(t), srvs[1].Client(t)
+	c := dlock.NewRedlock([]redis.UniversalClient{a, b, a})
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Mutex("dup").TryLock(t.Context()); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("TryLock on a Redlock client given one master twice: %v, want ErrInvalid", err)
 	}
 }
