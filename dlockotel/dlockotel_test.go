@@ -396,7 +396,7 @@ func TestCanceledSpanTellsLastTry(t *testing.T) {
 		said := sp.Status().Description
 		for _, ev := range sp.Events() {
 			for _, a := range ev.Attributes {
-				said += " " + a.Value.Emit()
+				said += " " + a.Value.String()
 			}
 		}
 		if !strings.Contains(said, "no reply") && !strings.Contains(said, "refused") {
