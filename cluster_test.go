@@ -190,13 +190,7 @@ func TestClusterPausedMasterSparesOtherLeases(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := t.Context()
 	admin := cl.Client(t)
-	pausedName, keptName := "paused-0", ""
-	victim := masterOf(t, cl, admin, pausedName)
-	for i := 1; keptName == ""; i++ {
-		if n := fmt.Sprintf("kept-%d", i); masterOf(t, cl, admin, n) != victim {
-			keptName = n
-		}
-	}
+	pausedName, keptName, victim := onTwoMasters(t, cl, admin)
 	c := dlock.New(cl.Client(t))
 	defer c.Close()
 	ttl := 3 * time.Second // under go-redis' 3s read timeout plus a renewal's TTL/3, as the test needs
@@ -217,6 +211,18 @@ func TestClusterPausedMasterSparesOtherLeases(t *testing.T) {
 	}
 	if err := kept.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// onTwoMasters returns the names of two locks whose keys lie on two
+// different masters of cl, and the first one's master.
+func onTwoMasters(t *testing.T, cl *redistest.Cluster, admin *redis.ClusterClient) (string, string, *redistest.Server) {
+	t.Helper()
+	first := masterOf(t, cl, admin, "paused-0")
+	for i := 1; ; i++ {
+		if n := fmt.Sprintf("kept-%d", i); masterOf(t, cl, admin, n) != first {
+			return "paused-0", n, first
+		}
 	}
 }
 
@@ -249,13 +255,7 @@ func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := t.Context()
 	admin := cl.Client(t)
-	pausedName, keptName := "paused-0", ""
-	victim := masterOf(t, cl, admin, pausedName)
-	for i := 1; keptName == ""; i++ {
-		if n := fmt.Sprintf("kept-%d", i); masterOf(t, cl, admin, n) != victim {
-			keptName = n
-		}
-	}
+	pausedName, keptName, victim := onTwoMasters(t, cl, admin)
 	// No failover, and the healthy masters serve on while the paused one
 	// is down: it stays its slots' master for as long as the pause, as
 	// it would past a production cluster's longer node timeout.

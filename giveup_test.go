@@ -143,9 +143,20 @@ func marker() string {
 // with go-redis' retries off (a retry would resend the lost request and
 // hide the fault), and a client that reaches srv directly.
 func proxied(t *testing.T, srv *redistest.Server) (*redistest.Proxy, *dlock.Client, *dlock.Client) {
+	return proxiedWith(t, srv, -1)
+}
+
+// proxiedRetrying is proxied with go-redis' default retries, as users
+// have them.
+func proxiedRetrying(t *testing.T, srv *redistest.Server) (*redistest.Proxy, *dlock.Client, *dlock.Client) {
+	return proxiedWith(t, srv, 0)
+}
+
+// proxiedWith is proxied with go-redis' MaxRetries set to maxRetries.
+func proxiedWith(t *testing.T, srv *redistest.Server, maxRetries int) (*redistest.Proxy, *dlock.Client, *dlock.Client) {
 	t.Helper()
 	p := redistest.StartProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: maxRetries})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := dlock.New(rdb)
 	t.Cleanup(func() { _ = c.Close() })
@@ -482,31 +493,6 @@ func TestCancelledTryLeavesNoLock(t *testing.T) {
 			}
 		})
 	}
-}
-
-// proxiedRetrying is proxied with go-redis' default retries, as users
-// have them.
-func proxiedRetrying(t *testing.T, srv *redistest.Server) (*redistest.Proxy, *dlock.Client, *dlock.Client) {
-	t.Helper()
-	p := redistest.StartProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	c := dlock.New(rdb)
-	t.Cleanup(func() { _ = c.Close() })
-	other, _, _ := newClient(t, srv)
-	if err := setUp(t.Context(), other); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range acquireForms {
-		l, err := f.take(t.Context(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return p, c, other
 }
 
 // TestLostReleaseReplyRetriedByGoRedis: with go-redis' default retries
