@@ -59,7 +59,11 @@ func releaseAfterDo(ctx context.Context, l *Lease) error {
 	var uctx context.Context
 	var cancel context.CancelFunc
 	if dl, ok := ctx.Deadline(); ok {
-		// Kept as a deadline, for a go-redis client that honours it.
+		// Kept as a deadline, for a go-redis client that honours it; a
+		// deadline already past (fn overran it) gives the grace from now.
+		if now := time.Now(); dl.Before(now) {
+			dl = now
+		}
 		uctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(releaseGrace))
 	} else {
 		uctx, cancel = context.WithCancel(context.WithoutCancel(ctx))

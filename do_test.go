@@ -102,3 +102,22 @@ func TestDoGraceWhenDeadlineFallsDuringRelease(t *testing.T) {
 		t.Error("the lock is held after Do returned nil")
 	}
 }
+
+// TestDoGraceAfterOverrun: fn ignores ctx and returns 800ms after a 100ms
+// deadline, Redis healthy: the release gets its grace from fn's return
+// (Do returns nil, the lock free), not from a deadline already past.
+func TestDoGraceAfterOverrun(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	m := c.Mutex("overrun", dlock.WithTTL(10*time.Second))
+	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err := m.Do(dctx, func(ctx context.Context) error {
+		time.Sleep(800 * time.Millisecond)
+		return nil
+	})
+	held := statusOf(t, m).Held
+	if err != nil || held {
+		t.Fatalf("Do after fn overran its deadline, Redis healthy: %v, held after: %v; want nil, free", err, held)
+	}
+}

@@ -18,6 +18,9 @@ const (
 	giveUpTry = time.Second
 	// closeGrace is how long Close lets give-ups still running finish.
 	closeGrace = time.Second
+	// maxLapses bounds how far a give-up's lapse is pushed back while
+	// Redis does not answer (see giveUps.run), in lapses.
+	maxLapses = 3
 )
 
 // giveUp withdraws tok from a. answered tells whether the last try's
@@ -127,6 +130,10 @@ func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Co
 		lapsed = time.AfterFunc(lapse, cancel)
 		defer lapsed.Stop()
 	}
+	// However long Redis stays silent, the lapse is pushed back no later
+	// than this: a node paused or cut off for good must not keep one
+	// goroutine per failed acquisition for as long.
+	limit := time.Now().Add(maxLapses * lapse)
 	var backoff time.Duration
 	for rounds > 0 {
 		if rounds == 1 && pending != nil {
@@ -147,7 +154,10 @@ func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Co
 				"lock", name, "err", err)
 			return false
 		}
-		if lapsed != nil && unanswered(err) {
+		if lapsed != nil && unanswered(err) && !neverSent(err) && time.Until(limit) > lapse {
+			// (An attempt refused at dial, or never given a connection,
+			// says nothing of Redis running the abandoned try later: a
+			// Redis that is down must not keep this goroutine for good.)
 			lapsed.Reset(lapse)
 		}
 		backoff = grow(backoff)

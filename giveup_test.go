@@ -1,12 +1,14 @@
 package dlock_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -666,5 +668,61 @@ func TestUnlockGivenUpAtCloseStillReleases(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("another client, two TTLs after Unlock: %v; want the lock free", err)
+	}
+}
+
+// giveUpGoroutines counts the give-ups running in the process (so the
+// tests that read it do not run in parallel with others).
+func giveUpGoroutines() int {
+	var b bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return bytes.Count(b.Bytes(), []byte("dlock.(*giveUps).run("))
+}
+
+// TestGiveUpsEndWhileRedisDown: Redis is gone (connections refused).
+// Each failed TryLock leaves a give-up; it must end by its lapse
+// (max(TTL, queue liveness) = 3s here), not live as long as the outage:
+// an attempt refused at dial never reached Redis, and neither can the
+// abandoned try any more. Not parallel: it counts every give-up.
+func TestGiveUpsEndWhileRedisDown(t *testing.T) {
+	srv, ctx := redistest.Start(t), t.Context()
+	c, _, _ := newClient(t, srv)
+	m := c.Mutex("down", dlock.WithTTL(100*time.Millisecond))
+	mustUnlock(t, mustTake(t, ctx, m.TryLock))
+	srv.Kill(t)
+	for range 20 {
+		if _, err := m.TryLock(ctx); err == nil {
+			t.Fatal("TryLock on a dead Redis succeeded")
+		}
+	}
+	time.Sleep(6 * time.Second) // twice the lapse
+	if n := giveUpGoroutines(); n > 0 {
+		t.Fatalf("%d give-ups still running 6s after their lapse of 3s began, Redis refusing connections", n)
+	}
+}
+
+// TestRedlockGiveUpsEndWithPausedNode: a Redlock client with one of
+// three nodes paused (a minority, which Redlock tolerates); the lock is
+// held. Each refused TryLock leaves a give-up for the paused node (it
+// never answered). Those must end within three lapses (max(TTL, 3s)
+// each; maxLapses), not live for as long as the node is paused. Not
+// parallel: it counts every give-up.
+func TestRedlockGiveUpsEndWithPausedNode(t *testing.T) {
+	c, srvs, _ := newRedlock(t, 3)
+	ctx := t.Context()
+	m := c.Mutex("paused-giveups", dlock.WithTTL(time.Second))
+	h := mustTake(t, ctx, m.TryLock)
+	defer h.Unlock(ctx)
+	srvs[2].Pause(t)
+	defer srvs[2].Resume(t)
+	for range 10 {
+		if _, err := m.TryLock(ctx); err == nil {
+			t.Fatal("TryLock of a held lock succeeded")
+		}
+	}
+	n0 := giveUpGoroutines()
+	time.Sleep(11 * time.Second) // past 3 lapses of 3s (the cap a fix may allow)
+	if n := giveUpGoroutines(); n > 0 {
+		t.Fatalf("%d give-ups (of %d) still running 11s on with a node paused; their lapse is 3s", n, n0)
 	}
 }

@@ -50,9 +50,7 @@ if mine then
     else
       redis.call('ZADD', KEYS[3], '+inf', mine)
     end
-    if redis.call('SISMEMBER', KEYS[9], mine) == 1 then
-      set_fade()
-    end
+    set_follow(mine)
     return redis.call('HGET', KEYS[8], mine) .. ' ' .. mine
   end
 end

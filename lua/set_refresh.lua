@@ -15,7 +15,5 @@ if not e or e <= math.floor(now / 1000) then
   return 0
 end
 redis.call('ZADD', KEYS[3], 'XX', int(math.ceil(now / 1000) + tonumber(ARGV[2])), m)
-if redis.call('SISMEMBER', KEYS[9], m) == 1 then
-  set_fade()
-end
+set_follow(m)
 return 1

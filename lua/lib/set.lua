@@ -61,18 +61,11 @@ local function set_forget(m)
   end
 end
 
--- set_fade gives the set's keys an end once every member left in it is
--- being removed (each held, and leaving when its lease ends): they then
--- expire a ms after the last of those leases, and the set's highest fence
--- a minute after that (as keep_fence keeps it), so a set whose last
--- holders died leaves nothing behind for good. A lease that never
--- expires keeps them. Call it after a removal, and after a lease of a
--- member being removed was extended; set_keep undoes it.
-local function set_fade()
-  local n = redis.call('ZCARD', KEYS[1])
-  if n == 0 or n ~= #redis.call('SMEMBERS', KEYS[9]) then
-    return
-  end
+-- set_end_with_leases gives the set's keys the end of the last lease
+-- held in it: a ms after it, and the set's highest fence a minute after
+-- that (as keep_fence keeps it); none while a lease never expires. For a
+-- set whose every member left is being removed (see set_fade).
+local function set_end_with_leases()
   local top = redis.call('ZRANGE', KEYS[3], '-1', '-1', 'WITHSCORES')[2]
   if not top then
     return
@@ -90,6 +83,29 @@ local function set_fade()
   local last = redis.call('GET', KEYS[10])
   if last then
     redis.call('PEXPIREAT', KEYS[10], int(math.max(at, math.ceil(tonumber(last) / 1000)) + 60000))
+  end
+end
+
+-- set_fade gives the set's keys an end once every member left in it is
+-- being removed (each held, and leaving when its lease ends): they end
+-- with the last of those leases (see set_end_with_leases), so a set whose
+-- last holders died leaves nothing behind for good. O(r) for the r
+-- members being removed: call it after a removal, and when a member being
+-- removed leaves; set_follow keeps the end after a lease is extended, and
+-- set_keep undoes it.
+local function set_fade()
+  local n = redis.call('ZCARD', KEYS[1])
+  if n > 0 and n == #redis.call('SMEMBERS', KEYS[9]) then
+    set_end_with_leases()
+  end
+end
+
+-- set_follow moves the end set_fade gave the set's keys (if it did: then
+-- the members key expires) after the lease on member m was extended, if m
+-- is being removed. One command for a member that is not.
+local function set_follow(m)
+  if redis.call('SISMEMBER', KEYS[9], m) == 1 and redis.call('PTTL', KEYS[1]) >= 0 then
+    set_end_with_leases()
   end
 end
 
@@ -119,6 +135,7 @@ local function set_vacate(m, used_us, tok)
   redis.call('HDEL', KEYS[7], m)
   if redis.call('SISMEMBER', KEYS[9], m) == 1 then
     set_forget(m)
+    set_fade() -- a lease that never expired may have kept the keys
     return false
   end
   redis.call('ZADD', KEYS[2], used_us, m)
