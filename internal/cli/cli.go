@@ -245,7 +245,8 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // unreachable reports whether err says that Redis could not be reached or
 // could not serve: a connection refused, reset or timed out, a server still
-// loading its data or without a master. A lock that Lock waited for in vain
+// loading its data, busy with a script that runs long, without a master
+// or with no room for another client. A lock that Lock waited for in vain
 // while Redis was down is reported so, not as held elsewhere.
 func unreachable(err error) bool {
 	var op *net.OpError
@@ -254,7 +255,7 @@ func unreachable(err error) bool {
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
-		for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+		for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "ERR max number of clients reached"} {
 			if strings.HasPrefix(reply.Error(), p) {
 				return true
 			}

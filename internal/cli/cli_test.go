@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/cli"
 	"github.com/go-dlock/dlock/internal/redistest"
@@ -569,5 +571,31 @@ func TestStatusFreeNamePrintable(t *testing.T) {
 	code, out, _ := dl(t, srv, "status", "a\nb\x1b[2J")
 	if code != 0 || strings.Count(out, "\n") != 1 || strings.Contains(out, "\x1b") {
 		t.Errorf("status of a free lock named a\\nb\\x1b[2J printed %q (exit %d); want one line, the name quoted", out, code)
+	}
+}
+
+// TestBusyRedisIsUnavailable: a Redis busy with a script that runs long
+// (BUSY replies, which pass by themselves) is unavailable (69), not a bad
+// URL (2) nor a lock held elsewhere (1).
+func TestBusyRedisIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := t.Context()
+	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	busy := func() bool { return redis.HasErrorPrefix(admin.Ping(ctx).Err(), "BUSY") }
+	go srv.Client(t).Eval(context.WithoutCancel(ctx), "while true do end", nil)
+	for !busy() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, _, stderr := dl(t, srv, "run", "-n", "job", "--", "true")
+	for busy() {
+		admin.Do(ctx, "SCRIPT", "KILL")
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code != cli.ExitUnavailable {
+		t.Errorf("run on a busy Redis exited %d (%s); want %d", code, strings.TrimSpace(stderr), cli.ExitUnavailable)
 	}
 }
