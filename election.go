@@ -64,7 +64,9 @@ func (c *Client) Election(name string, opts ...LockOption) *Election {
 // leadership once it leads, announcing value. It returns an error
 // matching both ErrNotAcquired and ctx.Err() when ctx ends first, and one
 // matching ErrNotAcquired when WithStallTimeout ran out; either way the
-// caller has left the queue.
+// caller gives up its place in the queue (once ctx has ended, in the
+// background, a round trip later: a lock handed to it meanwhile goes on
+// to the next).
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	return e.campaign(ctx, value, true)
 }

@@ -44,7 +44,9 @@ func (f *FairMutex) TryLock(ctx context.Context) (*Lease, error) {
 // Lock joins the queue and waits for its turn. It returns an error
 // matching both ErrNotAcquired and ctx.Err() when ctx ends first, and one
 // matching ErrNotAcquired when WithStallTimeout ran out; either way the
-// caller has left the queue.
+// caller gives up its place in the queue (once ctx has ended, in the
+// background, a round trip later: a lock handed to it meanwhile goes on
+// to the next).
 func (f *FairMutex) Lock(ctx context.Context) (*Lease, error) {
 	return f.acquire(ctx, true)
 }

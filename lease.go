@@ -169,7 +169,8 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Refresh extends the lease to ttl from now, and makes ttl the TTL of
 // later automatic renewals. It returns ErrLost, and closes Lost(), when the
-// lease is no longer held or was already known lost. On a network error
+// lease is no longer held or was already known lost; after Unlock it
+// returns ErrLost (matching ErrInvalid too) and leaves Lost() open. On a network error
 // the lease stays held, but its expiry is reckoned as if the new TTL may
 // have been applied, so a failed shortening Refresh shortens it too. If
 // ctx ends while another Refresh or an Unlock of the lease waits for
@@ -188,11 +189,11 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
 	}
 	defer l.turn.give()
-	if err := l.usable(); err != nil {
-		return err
-	}
-	if l.later.Load() {
-		return l.errUnlocked()
+	if l.released || l.later.Load() {
+		// No longer the caller's to extend: ErrLost, as DESIGN has it,
+		// and ErrInvalid, as for any call after Unlock; Lost() stays
+		// open (Unlock is no loss).
+		return fmt.Errorf("%w: lease of %q already unlocked (%w)", ErrLost, l.name, ErrInvalid)
 	}
 	if l.wd == nil {
 		return fmt.Errorf("%w: lease of %q never expires", ErrInvalid, l.name)

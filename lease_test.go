@@ -430,3 +430,25 @@ func TestLongerRefreshAfterLostReplyKeepsLease(t *testing.T) {
 		t.Errorf("Held: %v, %v", ok, err)
 	}
 }
+
+// TestRefreshAfterUnlockIsErrLost: a Refresh after the lease's own Unlock
+// is ErrLost (DESIGN: "ErrLost if no longer ours"), and ErrInvalid as any
+// call after Unlock, with Lost() left open (Unlock is no loss); a second
+// Unlock stays ErrInvalid only (a deferred Unlock after an explicit one
+// must not read as a loss).
+func TestRefreshAfterUnlockIsErrLost(t *testing.T) {
+	c, ctx := start(t)
+	l := mustTake(t, ctx, c.Mutex("done").TryLock)
+	mustUnlock(t, l)
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Refresh after Unlock: %v, want ErrLost and ErrInvalid", err)
+	}
+	if err := l.Unlock(ctx); errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("second Unlock: %v, want ErrInvalid, not ErrLost", err)
+	}
+	select {
+	case <-l.Lost():
+		t.Error("Lost() closed after Unlock and a Refresh")
+	default:
+	}
+}

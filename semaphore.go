@@ -83,8 +83,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Lease, error) {
 // free. It returns an error matching both ErrNotAcquired and ctx.Err()
 // when ctx ends first, and one matching ErrNotAcquired when
 // WithStallTimeout ran out (no permits were acquired by anyone for that
-// long); either way it has left the queue, and the waiters it held back
-// go on. n below 1 or above the size is ErrInvalid.
+// long); either way it gives up its place in the queue (once ctx has
+// ended, in the background, a round trip later), and the waiters it held
+// back go on. n below 1 or above the size is ErrInvalid.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Lease, error) {
 	return s.c.acquire(ctx, s.acquisition(n, true), true)
 }

@@ -15,8 +15,10 @@ type Status struct {
 	// Since is when the holder acquired the lock, by Redis' clock; zero if
 	// the lock is free.
 	Since time.Time
-	// Fence is the holder's fence, or when free the last fence issued if
-	// Redis still remembers it (0 otherwise).
+	// Fence is the holder's fence, or when free the lock's last fence if
+	// Redis still remembers it (0 otherwise): at least the last one
+	// issued, since a try refused while the lock was held may have moved
+	// it (fences only have to rise).
 	Fence uint64
 	// Waiters are the live callers queued for a Mutex, FairMutex,
 	// MutexSet or Semaphore, or the writers waiting for an RWMutex, first
