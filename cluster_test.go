@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -309,5 +311,103 @@ func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
 	}
 	if n := cnt.marked.Load() - tries; n > 0 {
 		t.Errorf("the waiter on a healthy master sent %d tries for a hand-over while another master was paused; want none", n)
+	}
+}
+
+// slotMasterFrom is the master of slot as node sees it ("" when it
+// cannot tell).
+func slotMasterFrom(ctx context.Context, node *redis.Client, slot int) string {
+	slots, err := node.ClusterSlots(ctx).Result()
+	if err != nil {
+		return ""
+	}
+	for _, r := range slots {
+		if int(r.Start) <= slot && slot <= int(r.End) && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr
+		}
+	}
+	return ""
+}
+
+// TestClusterObserverFollowsFailover: an observer (pub/sub only) is
+// subscribed on master A; A is paused, its replica takes over, and A
+// resumes (as a replica) before the hub's ping would have found it
+// silent. A demoted master may keep the shard subscription, answer pings
+// and hear no more releases; the hub must notice, from the slot map, that
+// the channel is served elsewhere, and a leader elected afterwards must
+// be observed (it was not, in three runs of five).
+func TestClusterObserverFollowsFailover(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	admin := cl.Client(t)
+	name := "paused-elect"
+	victim := masterOf(t, cl, admin, name)
+	var other *redistest.Server
+	for _, m := range cl.Masters(t) {
+		if m != victim {
+			other = m
+		}
+	}
+	slot := keys.Slot("{" + name + "}")
+	watcher := dlock.New(cl.Client(t))
+	defer watcher.Close()
+	seen := watcher.Election(name).Observe(ctx)
+	time.Sleep(time.Second) // subscribed
+	oc := other.Client(t)
+	t0 := time.Now()
+	victim.Pause(t)
+	for slotMasterFrom(ctx, oc, slot) == victim.Addr() {
+		if time.Since(t0) > 20*time.Second {
+			victim.Resume(t)
+			t.Fatal("no failover")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("failed over after %v", time.Since(t0))
+	victim.Resume(t)
+	cl.WaitHealthy(t)
+	t.Logf("healthy after %v", time.Since(t0))
+	select {
+	case ld := <-seen:
+		t.Logf("observed early %+v", ld)
+	default:
+	}
+	campaigner := dlock.New(cl.Client(t, func(o *redis.ClusterOptions) { o.ClusterStateReloadInterval = time.Second }))
+	defer campaigner.Close()
+	var lead *dlock.Leadership
+	var err error
+	for range 50 {
+		cctx, cc := context.WithTimeout(ctx, 2*time.Second)
+		lead, err = campaigner.Election(name, dlock.WithTTL(60*time.Second)).TryCampaign(cctx, "new")
+		cc()
+		if err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	select {
+	case ld := <-seen:
+		t.Logf("observed %+v %v after campaign", ld, time.Since(t1))
+	case <-time.After(15 * time.Second):
+		for _, n := range cl.Nodes() {
+			c := n.Client(t)
+			role, _ := c.Do(ctx, "ROLE").Slice()
+			chs, _ := c.Do(ctx, "PUBSUB", "SHARDCHANNELS").Slice()
+			cls, _ := c.Do(ctx, "CLIENT", "LIST").Text()
+			var subs []string
+			for _, line := range strings.Split(cls, "\n") {
+				if strings.Contains(line, "ssub=1") || strings.Contains(line, "cmd=ssubscribe") {
+					subs = append(subs, line)
+				}
+			}
+			t.Logf("%s victim=%v role=%v shardchannels=%v subs=%v", n.Addr(), n == victim, role[0], chs, subs)
+		}
+		t.Fatalf("leader elected after the failover not observed in 15s (term %d)", lead.Fence())
 	}
 }

@@ -91,6 +91,9 @@ type shard struct {
 	cmdMu   sync.Mutex // keeps subscribe commands in bookkeeping order
 	ps      *redis.PubSub
 	running bool // the receive loop runs
+	// reloaded is when the receive loop last had the slot map reloaded
+	// (see moved); only that loop uses it.
+	reloaded time.Time
 }
 
 // Waiter is one registered waiter. The hub rings its bell, a Go channel
@@ -522,6 +525,16 @@ func (h *Hub) receive(sh *shard) {
 		if err != nil {
 			var netErr interface{ Timeout() bool }
 			if errors.As(err, &netErr) && netErr.Timeout() && !pinged {
+				if h.cluster != nil && h.moved(sh) {
+					// A channel's slot is served elsewhere now, and Redis
+					// said nothing (a master demoted to a replica keeps
+					// its shard subscriptions, and hears no release):
+					// start over through fresh routing.
+					if !h.restart(sh, errMoved) {
+						return
+					}
+					continue
+				}
 				pinged = true
 				if err := sh.ps.Ping(h.ctx); err == nil {
 					continue
@@ -550,6 +563,38 @@ func (h *Hub) receive(sh *shard) {
 			h.dispatch(m.Channel, m.Payload)
 		}
 	}
+}
+
+// errMoved is why a shard's connection is given up when the slot of one
+// of its channels has another master now.
+var errMoved = errors.New("a channel's slot moved to another master")
+
+// topologyCheck is how often, at most, an idle shard connection has the
+// cluster's slot map reloaded to see whether its channels moved.
+const topologyCheck = 10 * time.Second
+
+// moved reports whether a channel confirmed on sh now has another master,
+// by the cluster client's slot map, and has the map reloaded now and then
+// (asynchronously: a change shows at a later check).
+func (h *Hub) moved(sh *shard) bool {
+	if time.Since(sh.reloaded) >= topologyCheck {
+		sh.reloaded = time.Now()
+		h.cluster.ReloadState(h.ctx)
+	}
+	h.mu.Lock()
+	var names []string
+	for name, ch := range h.chans {
+		if ch.shard == sh && ch.confirmed {
+			names = append(names, name)
+		}
+	}
+	h.mu.Unlock()
+	for _, name := range names {
+		if addr, err := h.shardAddr(h.ctx, name); err == nil && addr != sh.addr {
+			return true
+		}
+	}
+	return false
 }
 
 // refuse fails the subscriptions of sh still waiting for Redis'
