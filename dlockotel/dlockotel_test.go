@@ -378,11 +378,12 @@ func TestCanceledSpanTellsLastTry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	// A refused dial, tried once: each of Lock's tries fails at once.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	defer rdb.Close()
 	c := dlock.New(rdb, dlock.WithHooks(h))
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	_, err = c.Mutex("jobs").Lock(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last try") {
