@@ -43,6 +43,13 @@ type Lease struct {
 	// is its ErrLost, for the next Unlock to return.
 	later   atomic.Bool
 	lateErr error
+	// releaseRan is set once a release of the lease that Unlock or the
+	// background sent may have run in Redis (it was answered, or its
+	// reply never came though it was sent); bgSending counts the
+	// background releases in flight. A release that then finds the lease
+	// gone was answered by one of those; without them, gone is a loss.
+	releaseRan atomic.Bool
+	bgSending  atomic.Int32
 }
 
 // leaseOps is what a primitive does to Redis for a lease it issued.
@@ -189,7 +196,7 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("dlock: refresh %q: %w", l.name, err)
 	}
 	defer l.turn.give()
-	if l.released || l.later.Load() {
+	if l.released || l.releasing || l.later.Load() {
 		// No longer the caller's to extend: ErrLost, as DESIGN has it,
 		// and ErrInvalid, as for any call after Unlock; Lost() stays
 		// open (Unlock is no loss).
@@ -313,7 +320,11 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	if alarm != nil {
 		alarm.Stop()
 	}
+	_, redlock := l.ops.(*redlockLease)
 	if err != nil {
+		if !redlock && (mayHaveRun || unanswered(err) && !neverSent(err)) {
+			l.releaseRan.Store(true)
+		}
 		if !l.isLost() {
 			l.releaseInBackground(deadline, ttl)
 		}
@@ -323,7 +334,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	// one did not reach; an earlier attempt of this call (mayHaveRun)
 	// does not.
 	background := l.releasing
-	retried := background || mayHaveRun
+	retried := mayHaveRun || l.releaseRan.Load() || l.bgSending.Load() > 0 || redlock && background
 	l.released, l.releasing = true, false
 	if unconfirmed && !background {
 		// The shares it did not reach are released in the background
@@ -420,21 +431,36 @@ func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 
 // releaseLate is the background release after a failed Unlock, or one
 // that a Redlock's majority did not confirm (retried until it is). Once
-// Redis answers, the lease counts as unlocked and its watch ends: released
-// now, or found gone because an earlier attempt got through (the lease was
-// held when Unlock was called, or Lost() would have closed).
+// Redis answers, the lease's watch ends: it counts as unlocked when this
+// release took it, or found it gone after an earlier release that may
+// have run (releaseRan; a Redlock's counts node by node), and as lost
+// when it found it gone with no release ever sent (as sendRelease's
+// neverSent).
 func (l *Lease) releaseLate(ctx context.Context) error {
-	_, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	l.bgSending.Add(1)
+	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
+	if ok || err != nil && unanswered(err) && !neverSent(err) {
+		l.releaseRan.Store(true)
+	}
+	l.bgSending.Add(-1)
 	if err != nil {
 		return err
 	}
 	_ = l.turn.take(context.Background())
 	defer l.turn.give()
 	if !l.released && !l.isLost() {
-		l.released = true
+		// Whether another release (Unlock's, or an earlier one here) may
+		// have run: if not, this one finding the lease gone is a loss.
+		_, redlock := l.ops.(*redlockLease)
+		ran := redlock || l.releaseRan.Load()
 		if l.wd != nil {
 			l.wd.Stop()
 		}
+		if !ok && !ran {
+			l.markLost(LostGone)
+			return nil
+		}
+		l.released = true
 		l.ended("")
 	}
 	return nil

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"math"
 	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -450,5 +454,164 @@ func TestRefreshAfterUnlockIsErrLost(t *testing.T) {
 	case <-l.Lost():
 		t.Error("Lost() closed after Unlock and a Refresh")
 	default:
+	}
+}
+
+// stepHook runs act for every script command carrying tok (set once the
+// lease exists); act gets the command's ordinal among them and whether it
+// is a release (it names the publish command).
+type stepHook struct {
+	mu  sync.Mutex
+	tok string
+	n   int
+	act func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+}
+
+func (h *stepHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		tok, act := h.tok, h.act
+		has := tok != "" && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == tok })
+		i := 0
+		if has {
+			i = h.n
+			h.n++
+		}
+		h.mu.Unlock()
+		if !has || act == nil {
+			return next(ctx, cmd)
+		}
+		release := slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return strings.HasSuffix(strings.ToLower(s), "publish") })
+		return act(i, release, ctx, cmd, next)
+	}
+}
+
+func (h *stepHook) arm(tok string, act func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error) {
+	h.mu.Lock()
+	h.tok, h.n, h.act = tok, 0, act
+	h.mu.Unlock()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestRefreshAfterFailedUnlock: Unlock's release runs in Redis but
+// its ctx ends before the reply (the release goes on in the background).
+// A Refresh then is a call after Unlock: ErrLost+ErrInvalid, Lost() open
+// (as Proclaim after a Resign in the background is ErrLost); and the next
+// Unlock is nil (the release happened).
+func TestRefreshAfterFailedUnlock(t *testing.T) {
+	srv, ctx := serve(t)
+	h := &stepHook{}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	// Scripts loaded, so that the release below runs at its first EVALSHA.
+	mustUnlock(t, mustTake(t, ctx, c.Mutex("rf", dlock.WithTTL(5*time.Second)).TryLock))
+	l := mustTake(t, ctx, c.Mutex("rf", dlock.WithTTL(5*time.Second)).TryLock)
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.arm(l.Token(), func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if release && i == 0 {
+			_ = next(context.Background(), cmd) // runs; the caller's ctx ends before the reply
+			cancel()
+			cmd.SetErr(context.Canceled)
+			return context.Canceled
+		}
+		if release {
+			time.Sleep(300 * time.Millisecond) // the background release is slow
+		}
+		return next(ctx, cmd)
+	})
+	if err := l.Unlock(uctx); err == nil {
+		t.Fatal("Unlock whose ctx ended: nil")
+	}
+	err := l.Refresh(ctx, 5*time.Second)
+	if !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrInvalid) || isClosed(l.Lost()) {
+		t.Errorf("Refresh after a failed Unlock: %v, Lost() closed %v; want ErrLost+ErrInvalid, open", err, isClosed(l.Lost()))
+	}
+	time.Sleep(time.Second)
+	if err := l.Unlock(ctx); err != nil || isClosed(l.Lost()) {
+		t.Errorf("Unlock after the background release: %v, Lost() closed %v; want nil, open", err, isClosed(l.Lost()))
+	}
+}
+
+// TestNeverSentThenBackgroundGoneIsLost: every attempt of Unlock's release
+// fails at dial (none reached Redis); meanwhile an operator removes the
+// lease. The background release then finds it gone: that is a loss, as in
+// TestReleaseNeverSentThenGoneIsLost, not a release.
+func TestNeverSentThenBackgroundGoneIsLost(t *testing.T) {
+	srv, ctx := serve(t)
+	h := &stepHook{}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	other, _, _ := newClient(t, srv)
+	l := mustTake(t, ctx, c.Mutex("ns", dlock.WithTTL(20*time.Second)).TryLock)
+	var forced atomic.Bool
+	h.arm(l.Token(), func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if release && i < 4 { // Unlock's four tries: never sent
+			if forced.CompareAndSwap(false, true) {
+				if _, err := other.ForceUnlock(ctx, "ns"); err != nil {
+					t.Error(err)
+				}
+			}
+			_, derr := net.Dial("tcp", "127.0.0.1:1")
+			cmd.SetErr(derr)
+			return derr
+		}
+		return next(ctx, cmd)
+	})
+	if err := l.Unlock(ctx); err == nil {
+		t.Fatal("Unlock whose every try failed at dial: nil")
+	}
+	time.Sleep(500 * time.Millisecond) // the background release has run
+	err := l.Unlock(ctx)
+	if !errors.Is(err, dlock.ErrLost) || !isClosed(l.Lost()) {
+		t.Errorf("Unlock of a lease removed by ForceUnlock, no release ever sent: %v, Lost() closed %v; want ErrLost, closed", err, isClosed(l.Lost()))
+	}
+}
+
+// TestRefreshAfterFailedUnlockRenewsNothing: Unlock's release never
+// reaches Redis (dial errors); the release goes on in the background and
+// the lease is "no longer renewed". A Refresh then must not renew it.
+func TestRefreshAfterFailedUnlockRenewsNothing(t *testing.T) {
+	srv, ctx := serve(t)
+	h := &stepHook{}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	l := mustTake(t, ctx, c.Mutex("rn", dlock.WithTTL(2*time.Second)).TryLock)
+	h.arm(l.Token(), func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if release && i < 4 {
+			_, derr := net.Dial("tcp", "127.0.0.1:1")
+			cmd.SetErr(derr)
+			return derr
+		}
+		if release {
+			time.Sleep(time.Second) // the background release comes late
+		}
+		return next(ctx, cmd)
+	})
+	if err := l.Unlock(ctx); err == nil {
+		t.Fatal("Unlock whose every try failed at dial: nil")
+	}
+	err := l.Refresh(ctx, time.Minute)
+	pttl := srv.Client(t).PTTL(ctx, "dlock:{rn}:mutex").Val()
+	if !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrInvalid) || pttl > 2*time.Second {
+		t.Errorf("Refresh to 1m after a failed Unlock: %v, lock's PTTL then %v; want ErrLost+ErrInvalid, not renewed", err, pttl)
 	}
 }
