@@ -317,13 +317,20 @@ func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
 // slotMasterFrom is the master of slot as node sees it ("" when it
 // cannot tell).
 func slotMasterFrom(ctx context.Context, node *redis.Client, slot int) string {
-	slots, err := node.ClusterSlots(ctx).Result()
+	shards, err := node.ClusterShards(ctx).Result()
 	if err != nil {
 		return ""
 	}
-	for _, r := range slots {
-		if int(r.Start) <= slot && slot <= int(r.End) && len(r.Nodes) > 0 {
-			return r.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int(r.Start) > slot || slot > int(r.End) {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return fmt.Sprintf("%s:%d", n.IP, n.Port)
+				}
+			}
 		}
 	}
 	return ""
