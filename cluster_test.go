@@ -418,3 +418,51 @@ func TestClusterObserverFollowsFailover(t *testing.T) {
 		t.Fatalf("leader elected after the failover not observed in 15s (term %d)", lead.Fence())
 	}
 }
+
+// TestClusterDeadMasterWaiterBacksOff: a waiter whose lock's master dies
+// (its replica too: no failover) keeps failing its tries, and they back
+// off (10ms doubling to 1s). A subscription the hub gave up before Redis
+// confirmed it (its node down) counts as a failed subscribe: it came back
+// already woken, which ended every sleep at once, and the waiter tried
+// back to back (13 to 28 tries in 3s).
+func TestClusterDeadMasterWaiterBacksOff(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	ctx := t.Context()
+	admin := cl.Client(t)
+	name := "dead-0"
+	victim := masterOf(t, cl, admin, name)
+	holders := dlock.New(cl.Client(t))
+	defer holders.Close()
+	mustTake(t, ctx, holders.Mutex(name, dlock.WithNoExpiry()).Lock)
+	cnt := &hook{mark: "waiting"}
+	rdb := cl.Client(t)
+	rdb.AddHook(cnt)
+	c := dlock.New(rdb)
+	defer c.Close()
+	wctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Mutex(name, dlock.WithMetadata("waiting")).Lock(wctx)
+		got <- err
+	}()
+	time.Sleep(1500 * time.Millisecond) // queued, subscribed
+	for _, nd := range cl.Nodes() {
+		role, _ := nd.Client(t).Do(ctx, "ROLE").Slice()
+		if len(role) > 2 && role[0] == "slave" && fmt.Sprint(role[1], ":", role[2]) == victim.Addr() {
+			nd.Kill(t)
+		}
+	}
+	victim.Kill(t)
+	time.Sleep(3 * time.Second) // the backoff has grown
+	before := cnt.marked.Load()
+	time.Sleep(3 * time.Second)
+	if n := cnt.marked.Load() - before; n > 8 {
+		t.Errorf("the waiter sent %d tries in 3s while its master was dead; a backoff grown to 1s allows about 4", n)
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock: %v, want its cancellation", err)
+	}
+}

@@ -230,6 +230,14 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 func (s *waiting) subscribe(ctx context.Context) (bool, error) {
 	w, err := subscribeBounded(ctx, s.c, s.a.channel, s.tok, s.bell)
 	switch {
+	case err == nil && w.Detached():
+		// Given up before Redis confirmed it (its node is down, or its
+		// cluster slot moved), and woken for it: no subscription, as
+		// for a transient failure, or that wake-up would end every
+		// sleep at once and the waiter would try with no backoff.
+		w.Close()
+		s.subBackoff = grow(s.subBackoff)
+		return false, nil
 	case err == nil:
 		s.w, s.subBackoff = w, 0
 		return true, nil
