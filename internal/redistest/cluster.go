@@ -93,7 +93,8 @@ func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *red
 }
 
 // WaitHealthy waits until every live node reports cluster_state:ok and
-// sees all 16384 slots served by live masters, the same ones on every node.
+// sees all 16384 slots served by live masters, the same ones on every
+// node, and every live replica is linked to its master (synced once).
 // Agreement matters after a Restart: a rejoining old master claims its old
 // slots until it learns of the failover. It fails the test after 30s.
 func (c *Cluster) WaitHealthy(t testing.TB) {
@@ -153,6 +154,16 @@ func checkNode(rdb *redis.Client, live map[string]bool) (string, error) {
 	}
 	if !strings.Contains(info, "cluster_state:ok") {
 		return "", errors.New("cluster_state is not ok")
+	}
+	// A replica not yet synced would, promoted, lose what its master
+	// holds: tests that kill a master would then meet the lagging-replica
+	// case by chance.
+	repl, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+		return "", errors.New("replica not linked to its master yet")
 	}
 	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
