@@ -321,7 +321,7 @@ func transient(err error) bool {
 	if !errors.As(err, &rerr) {
 		return true
 	}
-	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {
+	for _, p := range []string{"LOADING", "BUSY ", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {
 		if strings.HasPrefix(rerr.Error(), p) {
 			return true
 		}

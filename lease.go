@@ -334,7 +334,11 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	// one did not reach; an earlier attempt of this call (mayHaveRun)
 	// does not.
 	background := l.releasing
-	retried := mayHaveRun || l.releaseRan.Load() || l.bgSending.Load() > 0 || redlock && background
+	// bgSending before releaseRan: a background release that ran before
+	// this one stores releaseRan before it leaves bgSending, so one of
+	// the two loads sees it (the other order can miss both).
+	inFlight := l.bgSending.Load() > 0
+	retried := mayHaveRun || inFlight || l.releaseRan.Load() || redlock && background
 	l.released, l.releasing = true, false
 	if unconfirmed && !background {
 		// The shares it did not reach are released in the background

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -253,9 +254,15 @@ func unreachable(err error) bool {
 	if errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return true
 	}
+	// A connection the server closed at once (no room for another
+	// client: Redis writes its error and hangs up before go-redis' first
+	// command is written) shows as a bare syscall error.
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
-		for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "ERR max number of clients reached"} {
+		for _, p := range []string{"LOADING", "BUSY ", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "ERR max number of clients reached"} {
 			if strings.HasPrefix(reply.Error(), p) {
 				return true
 			}

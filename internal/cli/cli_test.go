@@ -599,3 +599,23 @@ func TestBusyRedisIsUnavailable(t *testing.T) {
 		t.Errorf("run on a busy Redis exited %d (%s); want %d", code, strings.TrimSpace(stderr), cli.ExitUnavailable)
 	}
 }
+
+// TestMaxClientsIsUnavailable: a Redis with no room for another client
+// (it writes its error and hangs up before go-redis' first command: a
+// broken pipe) is unavailable (69), not a lock held elsewhere (1).
+func TestMaxClientsIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := t.Context()
+	if err := admin.ConfigSet(ctx, "maxclients", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := dl(t, srv, "run", "-n", "job", "--", "true")
+	if err := admin.ConfigSet(ctx, "maxclients", "100").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code != cli.ExitUnavailable {
+		t.Errorf("run on a full Redis exited %d (%s); want %d", code, strings.TrimSpace(stderr), cli.ExitUnavailable)
+	}
+}
