@@ -414,33 +414,61 @@ func faultWorker() int {
 	return 1
 }
 
-// faultHook runs act on the commands that carry mark among their args.
-type faultHook struct {
-	mark string
-	mu   sync.Mutex
-	act  func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+// stepHook runs act for every script command carrying tok (set once the
+// lease exists); act gets the command's ordinal among them and whether it
+// is a release (it names the publish command).
+type stepHook struct {
+	mu  sync.Mutex
+	tok string
+	n   int
+	act func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
 }
 
-func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *stepHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.mu.Lock()
-		mark, act := h.mark, h.act
-		h.mu.Unlock()
-		if mark != "" && act != nil && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == mark }) {
-			return act(ctx, cmd, next)
+		tok, act := h.tok, h.act
+		has := tok != "" && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == tok })
+		i := 0
+		if has {
+			i = h.n
+			h.n++
 		}
-		return next(ctx, cmd)
+		h.mu.Unlock()
+		if !has || act == nil {
+			return next(ctx, cmd)
+		}
+		release := slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return strings.HasSuffix(strings.ToLower(s), "publish") })
+		return act(i, release, ctx, cmd, next)
 	}
 }
 
-func (h *faultHook) arm(mark string, act func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error) {
+func (h *stepHook) arm(tok string, act func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error) {
 	h.mu.Lock()
-	h.mark, h.act = mark, act
+	h.tok, h.n, h.act = tok, 0, act
 	h.mu.Unlock()
 }
 
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// errLostReply is what a connection reset after a request was sent looks
+// like: the request may have run.
 var errLostReply = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+
+// errRefused is a refused dial, a real one (nothing listens on port 1):
+// a request that met it never reached Redis.
+var errRefused = func() error {
+	_, err := net.Dial("tcp", "127.0.0.1:1")
+	return err
+}()

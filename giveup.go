@@ -154,7 +154,7 @@ func (g *giveUps) run(name string, lapse time.Duration, withdraw func(context.Co
 				"lock", name, "err", err)
 			return false
 		}
-		if lapsed != nil && unanswered(err) && !neverSent(err) && time.Until(limit) > lapse {
+		if lapsed != nil && mayHaveRun(err) && time.Until(limit) > lapse {
 			// (An attempt refused at dial, or never given a connection,
 			// says nothing of Redis running the abandoned try later: a
 			// Redis that is down must not keep this goroutine for good.)

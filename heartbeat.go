@@ -131,26 +131,14 @@ func (h *heartbeats) send(beats []*beat) {
 	for i, b := range beats {
 		calls[i] = b.a.beat(b.tok)
 	}
-	parts := byMaster(ctx, h.rdb, calls)
-	var wg sync.WaitGroup
-	for _, part := range parts[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.sendPart(ctx, beats, calls, part)
-		}()
-	}
-	h.sendPart(ctx, beats, calls, parts[0])
-	wg.Wait()
+	perMaster(ctx, h.rdb, calls, func(part []int, sub []scriptCall) {
+		h.sendPart(ctx, beats, part, sub)
+	})
 }
 
-// sendPart sends the beats at part of beats, whose calls are calls, in one
+// sendPart sends the beats at part of beats, whose calls are sub, in one
 // batch by ctx, and gives each of their waiters its reply.
-func (h *heartbeats) sendPart(ctx context.Context, beats []*beat, calls []scriptCall, part []int) {
-	sub := make([]scriptCall, len(part))
-	for j, i := range part {
-		sub[j] = calls[i]
-	}
+func (h *heartbeats) sendPart(ctx context.Context, beats []*beat, part []int, sub []scriptCall) {
 	sent := time.Now()
 	cmds, _, err := untilDone(ctx, nil, func(ctx context.Context) ([]*redis.Cmd, error) {
 		return sendAll(ctx, h.rdb, sub), nil

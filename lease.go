@@ -189,7 +189,7 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalid, ttl, MinTTL)
 	}
-	if _, ok := l.ops.(*redlockLease); ok && ttl < redlockMinTTL {
+	if l.byNode() && ttl < redlockMinTTL {
 		return fmt.Errorf("%w: TTL %v is below Redlock's minimum %v", ErrInvalid, ttl, redlockMinTTL)
 	}
 	if err := l.turn.take(ctx); err != nil {
@@ -312,7 +312,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		}
 		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(reason) })
 	}
-	ok, mayHaveRun, err := l.sendRelease(ctx)
+	ok, err := l.sendRelease(ctx)
 	gone, unconfirmed := LostGone, errors.Is(err, errReleaseUnconfirmed)
 	if unconfirmed {
 		err, gone = nil, LostUnreachable
@@ -320,25 +320,20 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	if alarm != nil {
 		alarm.Stop()
 	}
-	_, redlock := l.ops.(*redlockLease)
 	if err != nil {
-		if !redlock && (mayHaveRun || unanswered(err) && !neverSent(err)) {
-			l.releaseRan.Store(true)
-		}
 		if !l.isLost() {
 			l.releaseInBackground(deadline, ttl)
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
 	// A release in the background (l.releasing) also releases what this
-	// one did not reach; an earlier attempt of this call (mayHaveRun)
-	// does not.
+	// one did not reach; an earlier attempt of this call does not.
 	background := l.releasing
 	// bgSending before releaseRan: a background release that ran before
 	// this one stores releaseRan before it leaves bgSending, so one of
 	// the two loads sees it (the other order can miss both).
 	inFlight := l.bgSending.Load() > 0
-	retried := mayHaveRun || inFlight || l.releaseRan.Load() || redlock && background
+	retried := inFlight || l.releaseRan.Load() || l.byNode() && background
 	l.released, l.releasing = true, false
 	if unconfirmed && !background {
 		// The shares it did not reach are released in the background
@@ -365,25 +360,23 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 const releaseTries = 4
 
 // sendRelease sends the lease's release, again while it fails in a way
-// that may pass, up to releaseTries times, and reports whether Redis may
-// have run an attempt whose reply was lost: a lease a later attempt finds
-// gone was then released by that one.
-func (l *Lease) sendRelease(ctx context.Context) (ok, mayHaveRun bool, err error) {
+// that may pass, up to releaseTries times, and records in releaseRan an
+// attempt Redis may have run though its reply was lost: a lease a later
+// attempt finds gone was then released by that one.
+func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
 	pause := time.Duration(0)
 	for try := 1; ; try++ {
 		ok, err = bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-		if err == nil || try == releaseTries || !transient(err) {
-			return ok, mayHaveRun, err
+		if err != nil && !l.byNode() && mayHaveRun(err) {
+			l.releaseRan.Store(true)
 		}
-		if _, redlock := l.ops.(*redlockLease); !redlock {
-			// (A Redlock lease counts this node by node: see
-			// redlockLease.tried.)
-			mayHaveRun = mayHaveRun || unanswered(err) && !neverSent(err)
+		if err == nil || try == releaseTries || !transient(err) {
+			return ok, err
 		}
 		pause = grow(pause)
 		select {
 		case <-ctx.Done():
-			return ok, mayHaveRun, err
+			return ok, err
 		case <-time.After(pause):
 		}
 	}
@@ -396,6 +389,19 @@ func (l *Lease) sendRelease(ctx context.Context) (ok, mayHaveRun bool, err error
 func neverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// mayHaveRun reports whether a request sent once that failed with err may
+// have run in Redis all the same: unanswered, but not never sent.
+func mayHaveRun(err error) bool {
+	return unanswered(err) && !neverSent(err)
+}
+
+// byNode reports whether the lease is a Redlock's, whose releases count
+// node by node (see redlockLease.tried) rather than by releaseRan.
+func (l *Lease) byNode() bool {
+	_, ok := l.ops.(*redlockLease)
+	return ok
 }
 
 // releaseInBackground follows an Unlock that failed: Unlock means release,
@@ -443,7 +449,7 @@ func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 func (l *Lease) releaseLate(ctx context.Context) error {
 	l.bgSending.Add(1)
 	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-	if ok || err != nil && unanswered(err) && !neverSent(err) {
+	if ok || err != nil && mayHaveRun(err) {
 		l.releaseRan.Store(true)
 	}
 	l.bgSending.Add(-1)
@@ -455,8 +461,7 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 	if !l.released && !l.isLost() {
 		// Whether another release (Unlock's, or an earlier one here) may
 		// have run: if not, this one finding the lease gone is a loss.
-		_, redlock := l.ops.(*redlockLease)
-		ran := redlock || l.releaseRan.Load()
+		ran := l.byNode() || l.releaseRan.Load()
 		if l.wd != nil {
 			l.wd.Stop()
 		}

@@ -144,7 +144,7 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
 	valid := watchdog.Deadline(start, r.cfg.ttl).Add(-clockDrift(r.cfg.ttl))
 	if v.granted >= q && time.Now().Before(valid) {
-		return attempt{ok: true, fence: v.fence, asked: v.asked}, nil
+		return attempt{ok: true, fence: v.fence, asked: either(v.grants, v.silent)}, nil
 	}
 	if err := ctx.Err(); err != nil {
 		// The caller gives up, and with it what this try may have got
@@ -159,12 +159,12 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 	if v.granted > 0 && !r.giveBack(ctx, tok, v.grants, announce) {
 		left = v.grants
 	}
-	if silent := v.silent(); silent != nil {
+	if v.silent != nil {
 		// The nodes that never answered are given back to without
 		// waiting: one that is paused would cost the caller a second
 		// node timeout. They may still hold a share: left.
-		left = either(left, silent)
-		go r.giveBack(ctx, tok, silent, announce)
+		left = either(left, v.silent)
+		go r.giveBack(ctx, tok, v.silent, announce)
 	}
 	if len(v.failed) > n-q {
 		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
@@ -181,24 +181,9 @@ type vote struct {
 	fence   uint64                     // the highest fence granted
 	failed  []error                    // the nodes that did not answer
 	held    map[uint64][]time.Duration // holder id -> its shares' time left
-	// asked marks the nodes that may hold a share now: those that granted
-	// it, and those asked whose answer never came.
-	asked  []bool
-	grants []bool // the nodes that granted it
-}
-
-// silent marks the nodes asked whose answer never came, or nil if none.
-func (v vote) silent() []bool {
-	var out []bool
-	for i, a := range v.asked {
-		if a && !v.grants[i] {
-			if out == nil {
-				out = make([]bool, len(v.asked))
-			}
-			out[i] = true
-		}
-	}
-	return out
+	// The nodes that may hold a share now: those that granted it, and
+	// those asked whose answer never came (nil if none).
+	grants, silent []bool
 }
 
 // ask sends tok's try to every node at once and counts the answers.
@@ -208,17 +193,22 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
 		return redlockAcquire.Run(ctx, n.rdb, r.shareKeys(), tok, millis(ttl), r.cfg.metadata, id).Slice()
 	})
-	v := vote{held: map[uint64][]time.Duration{}, asked: make([]bool, len(replies)), grants: make([]bool, len(replies))}
+	v := vote{held: map[uint64][]time.Duration{}, grants: make([]bool, len(replies))}
 	for i, rp := range replies {
 		if rp.err != nil {
 			v.failed = append(v.failed, rp.err)
-			v.asked[i] = rp.err != errNodeResting
+			if rp.err != errNodeResting {
+				if v.silent == nil {
+					v.silent = make([]bool, len(replies))
+				}
+				v.silent[i] = true
+			}
 			continue
 		}
 		switch a := rp.val; {
 		case len(a) >= 2 && toInt(a[0]) == 1:
 			v.granted++
-			v.asked[i], v.grants[i] = true, true
+			v.grants[i] = true
 			v.fence = max(v.fence, uint64(toInt(a[1])))
 		case len(a) >= 4:
 			holder, _ := strconv.ParseUint(fmt.Sprint(a[3]), 10, 64)
@@ -407,7 +397,7 @@ func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 		switch err := replies[i].err; {
 		case err == nil && (replies[i].val || l.tried[i]):
 			l.released[i] = true
-		case err != nil && unanswered(err) && !neverSent(err):
+		case err != nil && mayHaveRun(err):
 			l.tried[i] = true
 		}
 		if l.released[i] {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -635,11 +634,11 @@ func TestRedlockStatusShowsTheMajorityHolder(t *testing.T) {
 // for their whole TTL).
 func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	hooks := make([]*faultHook, 3)
+	hooks := make([]*stepHook, 3)
 	rdbs := make([]redis.UniversalClient, 3)
 	for i, s := range srvs {
 		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
-		hooks[i] = &faultHook{}
+		hooks[i] = &stepHook{}
 		rdb.AddHook(hooks[i])
 		rdbs[i] = rdb
 	}
@@ -657,7 +656,7 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 	var cut atomic.Bool
 	cut.Store(true)
 	// Node 0: the first release runs, its reply lost; later ones as is.
-	hooks[0].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	hooks[0].arm(tok, func(_ int, _ bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if tries[0].Add(1) == 1 {
 			_ = next(ctx, cmd)
 			cmd.SetErr(errLostReply)
@@ -665,14 +664,13 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 		}
 		return next(ctx, cmd)
 	})
-	_, errDial := net.Dial("tcp", "127.0.0.1:1")
 	for i := 1; i <= 2; i++ {
 		// Nodes 1 and 2: not reachable while cut.
-		hooks[i].arm(tok, func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		hooks[i].arm(tok, func(_ int, _ bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 			tries[i].Add(1)
 			if cut.Load() {
-				cmd.SetErr(errDial)
-				return errDial
+				cmd.SetErr(errRefused)
+				return errRefused
 			}
 			return next(ctx, cmd)
 		})
@@ -743,12 +741,7 @@ func TestRedlockLostReleaseReplyRetriedByGoRedis(t *testing.T) {
 					t.Fatalf("no reply lost (unlock: %v)", err)
 				}
 			}
-			lost := false
-			select {
-			case <-l.Lost():
-				lost = true
-			default:
-			}
+			lost := isClosed(l.Lost())
 			if err := gone(ctx, srvs, "dlock:{rr}:mutex"); err != nil {
 				t.Fatalf("not released everywhere: %v", err)
 			}

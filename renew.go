@@ -63,29 +63,16 @@ func (b *renewBatch) RenewParts(ctx context.Context, rs []watchdog.Renewal, done
 		l := r.Lease.(*Lease)
 		calls[i] = l.ops.(batchable).renewal(l.token, r.TTL)
 	}
-	parts := byMaster(ctx, b.rdb, calls)
-	if len(parts) == 0 {
-		return
-	}
-	var wg sync.WaitGroup
-	for _, part := range parts[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			done(part, b.renewPart(ctx, rs, calls, part))
-		}()
-	}
-	done(parts[0], b.renewPart(ctx, rs, calls, parts[0]))
-	wg.Wait()
+	perMaster(ctx, b.rdb, calls, func(part []int, sub []scriptCall) {
+		done(part, b.renewPart(ctx, rs, part, sub))
+	})
 }
 
-// renewPart sends the renewals at part of rs, whose calls are calls, in
-// one batch, and returns their errors, in part's order.
-func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, calls []scriptCall, part []int) []error {
-	sub := make([]scriptCall, len(part))
+// renewPart sends the renewals at part of rs, whose calls are sub, in one
+// batch, and returns their errors, in part's order.
+func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, part []int, sub []scriptCall) []error {
 	var hctx []context.Context // for the leases' RenewEnd, if hooked
 	for j, i := range part {
-		sub[j] = calls[i]
 		if l := rs[i].Lease.(*Lease); l.hooked != nil {
 			if hctx == nil {
 				hctx = make([]context.Context, len(part))
@@ -101,6 +88,34 @@ func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, calls
 		}
 	}
 	return errs
+}
+
+// perMaster splits calls by master (see byMaster) and runs send on every
+// part at once, the first on the caller's goroutine, with the part's
+// places in calls and its calls; it returns once every send has, so that
+// a slow or unreachable master holds up no other's part.
+func perMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, send func(part []int, sub []scriptCall)) {
+	parts := byMaster(ctx, rdb, calls)
+	if len(parts) == 0 {
+		return
+	}
+	run := func(part []int) {
+		sub := make([]scriptCall, len(part))
+		for j, i := range part {
+			sub[j] = calls[i]
+		}
+		send(part, sub)
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(part)
+		}()
+	}
+	run(parts[0])
+	wg.Wait()
 }
 
 // byMaster splits calls by the master of their first key on a Cluster
