@@ -282,3 +282,26 @@ func TestSlowBatchKeepsLease(t *testing.T) {
 	}
 	stopWithin(t, dogs[0], time.Second)
 }
+
+// OnLost may start and stop other watches of its Loop (a lease's hooks
+// may take or release another lock): the loop tells losses with nothing
+// held. Stop from OnLost waited for the loop's goroutine, which was the
+// one running OnLost.
+func TestOnLostMayStartAndStopOthers(t *testing.T) {
+	t.Parallel()
+	loop := watchdog.NewLoop()
+	long := watchdog.Config{TTL: time.Minute, Gone: isGone, OnLost: func(error) {}}
+	other := loop.Start(long, watchdog.Deadline(time.Now(), long.TTL))
+	done := make(chan struct{})
+	short := watchdog.Config{TTL: 50 * time.Millisecond, Gone: isGone, OnLost: func(error) {
+		other.Stop()
+		loop.Start(long, watchdog.Deadline(time.Now(), long.TTL)).Stop()
+		close(done)
+	}}
+	loop.Start(short, watchdog.Deadline(time.Now(), short.TTL))
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnLost still stopping another watch after 5s")
+	}
+}

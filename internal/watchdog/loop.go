@@ -7,19 +7,26 @@ import (
 )
 
 // Loop runs watchdogs from one goroutine, which starts with the first
-// watch and ends once the last has ended and no renewal is in flight. A
+// watch and ends once the last has ended and no renewal is in flight,
+// and nothing new came for loopLinger (so that a lock taken and
+// released over and over does not start a goroutine each time). A
 // client runs all its leases on one Loop, so that holding many costs one
 // goroutine and, with a Batch, one exchange per batch of renewals.
+//
+// The loop's state is under a mutex: a watch starts, stops or asks for a
+// renewal from its caller's goroutine, which wakes the loop's only when
+// it must look sooner than it meant to.
 type Loop struct {
-	mu      sync.Mutex
-	calls   []func(*state) // for the loop's goroutine, in order
-	running bool
-	kick    chan struct{} // there are calls
+	mu       sync.Mutex
+	s        state
+	running  bool          // the loop's goroutine is
+	sleeping time.Time     // until when the loop's goroutine sleeps; zero while awake
+	kick     chan struct{} // look again: a watch is due sooner
 }
 
 // NewLoop returns a Loop; it costs nothing until a watch starts.
 func NewLoop() *Loop {
-	return &Loop{kick: make(chan struct{}, 1)}
+	return &Loop{kick: make(chan struct{}, 1), s: state{outcomes: make(chan outcome, 16)}}
 }
 
 // Start watches a lease that must be declared lost at deadline unless
@@ -41,68 +48,98 @@ func (lp *Loop) start(cfg Config, deadline time.Time, first bool) *Watchdog {
 	return d
 }
 
-// do has the loop's goroutine run f, starting the goroutine if needed. It
-// never blocks on the loop.
+// do runs f on the loop's state, starting the loop's goroutine if it is
+// not running, and waking it if f brought its next look nearer or left
+// it idle and sleeping past loopLinger. f must not lose a lease (see
+// lose): only the loop's goroutine does.
 func (lp *Loop) do(f func(*state)) {
 	lp.mu.Lock()
-	lp.calls = append(lp.calls, f)
-	if !lp.running {
+	f(&lp.s)
+	kick := false
+	switch {
+	case !lp.running:
 		lp.running = true
 		go lp.run()
+	case !lp.sleeping.IsZero():
+		kick = lp.s.wake().Before(lp.sleeping) ||
+			lp.s.idle() && lp.sleeping.After(time.Now().Add(loopLinger)) // to end in time
 	}
 	lp.mu.Unlock()
-	select {
-	case lp.kick <- struct{}{}:
-	default:
+	if kick {
+		select {
+		case lp.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// take returns the calls queued for the loop, or reports that it ends:
-// none are queued and, by idle, it has nothing left to do.
-func (lp *Loop) take(idle bool) (calls []func(*state), end bool) {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	calls, lp.calls = lp.calls, nil
-	if len(calls) == 0 && idle {
-		lp.running = false
-		return nil, true
-	}
-	return calls, false
-}
+// loopLinger is how long a Loop's goroutine waits, idle, for a new watch
+// before it ends.
+const loopLinger = 100 * time.Millisecond
 
-// run is the loop's goroutine: it serves calls, renewal outcomes and
-// deadlines until it is idle.
+// run is the loop's goroutine: it serves renewal outcomes and deadlines
+// until it has been idle for loopLinger.
 func (lp *Loop) run() {
-	s := &state{outcomes: make(chan outcome, 16)}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	s := &lp.s
+	lingered := false // idle for loopLinger
 	for {
-		calls, end := lp.take(s.idle())
-		if end {
+		lp.mu.Lock()
+		if lingered && s.idle() {
+			lp.running = false
+			lp.mu.Unlock()
 			return
 		}
-		if len(calls) > 0 {
-			for _, f := range calls {
-				f(s)
-			}
-			continue // they may have left the loop idle
+		until := s.wake()
+		if s.idle() {
+			until = time.Now().Add(loopLinger)
 		}
-		timer.Reset(time.Until(s.wake()))
+		lp.sleeping = until
+		lp.mu.Unlock()
+		timer.Reset(time.Until(until))
+		var o outcome
+		landed, fired := false, false
 		select {
 		case <-lp.kick:
-		case o := <-s.outcomes:
-			s.land(o)
+		case o = <-s.outcomes:
+			landed = true
 		case <-timer.C:
+			fired = true
+		}
+		lp.mu.Lock()
+		lp.sleeping = time.Time{}
+		lingered = fired && s.idle()
+		switch {
+		case landed:
+			s.land(o)
+		case fired && !lingered:
 			s.tick(time.Now())
+		}
+		losses := s.losses
+		s.losses = nil
+		lp.mu.Unlock()
+		for _, l := range losses {
+			l.d.lost(l.cause)
+			close(l.d.done)
 		}
 	}
 }
 
-// state is what the loop's goroutine alone reads and writes.
+// state is the loop's, under its mutex.
 type state struct {
 	watches  byWake // a heap: the watch to look at next first
 	flights  int    // exchanges with Redis whose outcome has not come in
 	outcomes chan outcome
+	// losses are the leases found lost while the state was changed, to
+	// be told once the mutex is let go (see lose).
+	losses []loss
+}
+
+// loss is a lease found lost, and why.
+type loss struct {
+	d     *Watchdog
+	cause error
 }
 
 // idle reports whether the loop has nothing to watch or wait for.

@@ -290,10 +290,15 @@ func (s *state) abandon(w *watch) {
 	}
 }
 
-// lose ends w's watch with a loss for cause.
+// lose ends w's watch with a loss for cause. OnLost is called, and the
+// watch's done closed, once the loop has let go of its mutex (OnLost may
+// call the hooks of the lease's holder, which may start or stop others).
 func (s *state) lose(w *watch, cause error) {
-	w.d.lost(cause)
-	s.end(w)
+	if w.index < 0 {
+		return
+	}
+	s.stop(w)
+	s.losses = append(s.losses, loss{w.d, cause})
 }
 
 // expiry is the cause of a loss at w's deadline: ErrUnconfirmed if a
@@ -306,13 +311,19 @@ func (w *watch) expiry() error {
 	return ErrExpired
 }
 
-// end stops watching w: it answers every caller still waiting and
-// records the deadline and TTL reached (a renewal in flight counted, see
-// send).
+// end stops watching w (see stop) and closes its done.
 func (s *state) end(w *watch) {
 	if w.index < 0 {
 		return
 	}
+	s.stop(w)
+	close(w.d.done)
+}
+
+// stop removes w from the loop: it answers every caller still waiting and
+// records the deadline and TTL reached (a renewal in flight counted, see
+// send).
+func (s *state) stop(w *watch) {
 	heap.Remove(&s.watches, w.index)
 	w.d.lapse = w.expiry()
 	if r := w.inflight; r != nil {
@@ -331,5 +342,4 @@ func (s *state) end(w *watch) {
 	}
 	w.queued = nil
 	w.d.deadline, w.d.ttl = w.deadline, w.ttl
-	close(w.d.done)
 }

@@ -87,7 +87,7 @@ func Deadline(sent time.Time, ttl time.Duration) time.Time {
 type Watchdog struct {
 	loop    *Loop
 	cfg     Config
-	w       *watch      // the loop's state of the lease; only the loop touches it
+	w       *watch      // the loop's state of the lease, under the loop's mutex
 	stopped atomic.Bool // set by Stop: OnLost is not called from then on
 	once    sync.Once
 	done    chan struct{}
@@ -139,11 +139,11 @@ func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 }
 
-// Stop ends the watch without calling OnLost, waits for the loop to take
-// it in (not for a renewal in flight, which may hang on an unanswering
-// server), and returns the deadline and TTL it had reached, from which a
-// new Watchdog can take over. The deadline counts a renewal in flight as
-// one that Redis may still apply.
+// Stop ends the watch without calling OnLost (it waits for an OnLost
+// call under way, not for a renewal in flight, which may hang on an
+// unanswering server), and returns the deadline and TTL it had reached,
+// from which a new Watchdog can take over. The deadline counts a renewal
+// in flight as one that Redis may still apply.
 func (d *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
 	d.once.Do(func() {
 		d.stopped.Store(true)
