@@ -714,3 +714,96 @@ func TestRedlockGiveUpsEndWithPausedNode(t *testing.T) {
 		t.Fatalf("%d give-ups (of %d) still running 11s on with a node paused; their lapse is 3s", n, n0)
 	}
 }
+
+// TestCancelledUnlockOfRemovedLeaseIsLost: the lease is removed
+// (ForceUnlock, standing for any loss Redis knows of and the holder does
+// not yet) and then Unlock is called with a ctx already cancelled (a
+// deferred Unlock of a request whose client went away). go-redis sends
+// nothing under a cancelled ctx, so no release ever reached Redis: the
+// background release then finds the lease gone, which is a loss (as in
+// TestNeverSentThenBackgroundGoneIsLost): the next Unlock must be ErrLost
+// and Lost() closed.
+func TestCancelledUnlockOfRemovedLeaseIsLost(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	other, _, _ := newClient(t, srv)
+	l := mustTake(t, ctx, c.Mutex("cu", dlock.WithTTL(20*time.Second)).TryLock)
+	if _, err := other.ForceUnlock(ctx, "cu"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err := l.Unlock(cctx)
+	t.Logf("Unlock(cancelled ctx) = %v", err)
+	time.Sleep(500 * time.Millisecond) // the background release has run
+	err = l.Unlock(ctx)
+	if !errors.Is(err, dlock.ErrLost) || !isClosed(l.Lost()) {
+		t.Errorf("Unlock of a lease removed by ForceUnlock, no release ever sent: %v, Lost() closed %v; want ErrLost, closed", err, isClosed(l.Lost()))
+	}
+}
+
+// TestCancelledUnlockOfFlushedRedlockLeaseIsLost: as above, on a Redlock client:
+// every share is gone (FLUSHALL) before an Unlock under a cancelled ctx,
+// which sends nothing.
+func TestCancelledUnlockOfFlushedRedlockLeaseIsLost(t *testing.T) {
+	c, srvs, _ := newRedlock(t, 3)
+	ctx := t.Context()
+	l := mustTake(t, ctx, c.Mutex("cu", dlock.WithTTL(20*time.Second)).TryLock)
+	for _, s := range srvs {
+		if err := s.Client(t).FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err := l.Unlock(cctx)
+	t.Logf("Unlock(cancelled ctx) = %v", err)
+	time.Sleep(500 * time.Millisecond)
+	err = l.Unlock(ctx)
+	if !errors.Is(err, dlock.ErrLost) || !isClosed(l.Lost()) {
+		t.Errorf("Unlock of a Redlock lease whose shares are all gone, no release ever sent: %v, Lost() closed %v; want ErrLost, closed", err, isClosed(l.Lost()))
+	}
+}
+
+// TestRedlockNeverSentThenBackgroundGoneIsLost: the Redlock form of
+// TestNeverSentThenBackgroundGoneIsLost: every attempt of Unlock's release
+// fails at dial on every node (none reached Redis); meanwhile the shares
+// vanish (FLUSHALL). The background release then finds them gone: a loss.
+func TestRedlockNeverSentThenBackgroundGoneIsLost(t *testing.T) {
+	t.Parallel()
+	srvs := redistest.StartN(t, 3)
+	h := &stepHook{}
+	rdbs := make([]redis.UniversalClient, len(srvs))
+	for i, s := range srvs {
+		rdb := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+		rdb.AddHook(h)
+		rdbs[i] = rdb
+	}
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	l := mustTake(t, ctx, c.Mutex("ns", dlock.WithTTL(20*time.Second)).TryLock)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	h.arm(l.Token(), func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if release && refusing.Load() {
+			cmd.SetErr(errRefused)
+			return errRefused
+		}
+		return next(ctx, cmd)
+	})
+	for _, s := range srvs {
+		if err := s.Client(t).FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Unlock(ctx); err == nil {
+		t.Fatal("Unlock whose every try failed at dial: nil")
+	}
+	refusing.Store(false)
+	time.Sleep(time.Second) // the background release has run
+	err := l.Unlock(ctx)
+	if !errors.Is(err, dlock.ErrLost) || !isClosed(l.Lost()) {
+		t.Errorf("Unlock of a Redlock lease whose shares vanished, no release ever sent: %v, Lost() closed %v; want ErrLost, closed", err, isClosed(l.Lost()))
+	}
+}

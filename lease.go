@@ -299,6 +299,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	var deadline time.Time
 	var ttl time.Duration
 	var alarm *time.Timer
+	alarmed := make(chan struct{}) // closed once the alarm has marked the loss
 	if l.wd != nil {
 		// Stopped first, so that no renewal can race the release and
 		// report a loss that Unlock itself caused; until the release is
@@ -310,15 +311,15 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		if !time.Now().Before(deadline) {
 			reason = lostBy(l.wd.Lapse())
 		}
-		alarm = time.AfterFunc(time.Until(deadline), func() { l.markLost(reason) })
+		alarm = time.AfterFunc(time.Until(deadline), func() { defer close(alarmed); l.markLost(reason) })
 	}
 	ok, err := l.sendRelease(ctx)
 	gone, unconfirmed := LostGone, errors.Is(err, errReleaseUnconfirmed)
 	if unconfirmed {
 		err, gone = nil, LostUnreachable
 	}
-	if alarm != nil {
-		alarm.Stop()
+	if alarm != nil && !alarm.Stop() {
+		<-alarmed // it fired: its loss is marked before the outcome is read
 	}
 	if err != nil {
 		if !l.isLost() {
@@ -364,6 +365,11 @@ const releaseTries = 4
 // attempt Redis may have run though its reply was lost: a lease a later
 // attempt finds gone was then released by that one.
 func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
+	if err := ctx.Err(); err != nil {
+		// Under a ctx already ended nothing is sent (go-redis checks it
+		// first): no attempt that may have run.
+		return false, fmt.Errorf("%w (release not sent)", err)
+	}
 	pause := time.Duration(0)
 	for try := 1; ; try++ {
 		ok, err = bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
@@ -447,6 +453,9 @@ func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 // when it found it gone with no release ever sent (as sendRelease's
 // neverSent).
 func (l *Lease) releaseLate(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent
+	}
 	l.bgSending.Add(1)
 	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
 	if ok || err != nil && mayHaveRun(err) {
@@ -461,7 +470,7 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 	if !l.released && !l.isLost() {
 		// Whether another release (Unlock's, or an earlier one here) may
 		// have run: if not, this one finding the lease gone is a loss.
-		ran := l.byNode() || l.releaseRan.Load()
+		ran := !l.byNode() && l.releaseRan.Load() // a Redlock's ok counts node by node
 		if l.wd != nil {
 			l.wd.Stop()
 		}

@@ -3,8 +3,10 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -330,6 +332,19 @@ func TestLongestTTL(t *testing.T) {
 			t.Errorf("%s held for %v: a second caller got %v, want ErrNotAcquired", name, forever, err)
 		}
 	}
+	// Status shows the longest Duration, not a product that overflowed
+	// to minus 292 years (read as "never expires" by the command).
+	for name, status := range map[string]func(context.Context) (dlock.Status, error){"Mutex": m.Status, "Semaphore": sem.Status} {
+		st, err := status(ctx)
+		if err != nil || st.TTL < forever-time.Hour {
+			t.Errorf("%s held for %v: Status TTL %v (%v); want about %v", name, forever, st.TTL, err, forever)
+		}
+		for _, h := range st.Holders {
+			if h.TTL < forever-time.Hour {
+				t.Errorf("%s held for %v: a holder's TTL %v; want about %v", name, forever, h.TTL, forever)
+			}
+		}
+	}
 	mustUnlock(t, l, r, s)
 }
 
@@ -560,5 +575,79 @@ func TestRefreshAfterFailedUnlockRenewsNothing(t *testing.T) {
 	pttl := srv.Client(t).PTTL(ctx, "dlock:{rn}:mutex").Val()
 	if !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrInvalid) || pttl > 2*time.Second {
 		t.Errorf("Refresh to 1m after a failed Unlock: %v, lock's PTTL then %v; want ErrLost+ErrInvalid, not renewed", err, pttl)
+	}
+}
+
+// delayHook holds back each command that names a token in target until
+// the time given for it.
+type delayHook struct {
+	mu     sync.Mutex
+	target map[string]time.Time
+}
+
+func (h *delayHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		var at time.Time
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok {
+				if t, ok := h.target[s]; ok {
+					at = t
+				}
+			}
+		}
+		h.mu.Unlock()
+		if !at.IsZero() {
+			time.Sleep(time.Until(at))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestUnlockReplyAtDeadline: the release's reply comes right at the
+// lease's deadline. Whatever Unlock returns, Lost() must not close after
+// an Unlock that returned nil.
+func TestUnlockReplyAtDeadline(t *testing.T) {
+	srv, ctx := serve(t)
+	h := &delayHook{target: map[string]time.Time{}}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	mustUnlock(t, mustTake(t, ctx, c.Mutex("warm", dlock.WithTTL(time.Second)).TryLock))
+	const n = 300
+	var nilThenLost, lostErr, nils atomic.Int32
+	_ = together(n, func(i int) error {
+		m := c.Mutex(fmt.Sprintf("dl-%d", i), dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
+		t0 := time.Now()
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		// deadline = sent + 900ms; aim the release at it, spread by ±1.5ms
+		d := time.Duration(i-n/2) * 10 * time.Microsecond
+		h.mu.Lock()
+		h.target[l.Token()] = t0.Add(900*time.Millisecond + d)
+		h.mu.Unlock()
+		err = l.Unlock(ctx)
+		time.Sleep(100 * time.Millisecond)
+		switch {
+		case err == nil && isClosed(l.Lost()):
+			nilThenLost.Add(1)
+		case err == nil:
+			nils.Add(1)
+		case errors.Is(err, dlock.ErrLost):
+			lostErr.Add(1)
+		}
+		return nil
+	})
+	t.Logf("nil=%d ErrLost=%d nil-then-Lost()-closed=%d", nils.Load(), lostErr.Load(), nilThenLost.Load())
+	if nilThenLost.Load() > 0 {
+		t.Errorf("%d Unlocks returned nil and Lost() closed afterwards", nilThenLost.Load())
 	}
 }
