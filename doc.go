@@ -21,7 +21,8 @@
 //
 // Every successful TryLock, Lock, RLock or Acquire returns a *Lease: one
 // holding of the lock, with a secret token, a fence that rises strictly
-// per lock, and a TTL that a watchdog renews every TTL/3 until Unlock.
+// per lock, and a TTL that a watchdog renews every TTL/6 to TTL/3 (with
+// the client's other leases due about then) until Unlock.
 // Lease.Lost is closed, and Do's context cancelled with cause ErrLost, the
 // moment the lease is known gone: a renewal found it taken, or Redis could
 // not be reached before its TTL, counted from when the last renewal that

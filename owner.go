@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -112,10 +113,15 @@ func millis(d time.Duration) int64 {
 	return ms
 }
 
-// ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1.
+// ttlOf converts a PTTL reply in milliseconds; -1 (no expiry) stays -1,
+// and one past what a Duration holds (a lease taken with the longest
+// TTL) is the longest Duration.
 func ttlOf(ms int64) time.Duration {
-	if ms < 0 {
+	switch {
+	case ms < 0:
 		return -1
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64
 	}
 	return time.Duration(ms) * time.Millisecond
 }

@@ -58,23 +58,35 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 		return c
 	}
 	hubs := make([]*notify.Hub, len(rdbs))
-	seen := make(map[redis.UniversalClient]int, len(rdbs))
+	seen := make(map[any]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil {
 			c.err = fmt.Errorf("%w: Redis master %d of %d is nil", ErrInvalid, i+1, len(rdbs))
 			return c
 		}
 		// One Redis counted twice would make a majority of fewer servers.
-		if j, dup := seen[rdb]; dup {
+		if j, dup := seen[serverOf(rdb)]; dup {
 			c.err = fmt.Errorf("%w: Redis master %d of %d is master %d again", ErrInvalid, i+1, len(rdbs), j+1)
 			return c
 		}
-		seen[rdb] = i
+		seen[serverOf(rdb)] = i
 		hubs[i] = notify.New(rdb, cfg.log)
 		c.nodes = append(c.nodes, &node{rdb: rdb, hub: hubs[i]})
 	}
 	c.listen = &fanIn{hubs: hubs, need: len(rdbs) - quorum(len(rdbs)) + 1}
 	return c
+}
+
+// serverOf is what tells rdb's server from the other masters': its
+// address, for a client of one server (two clients of one address, or of
+// two of its databases, are one server), else the client itself. An
+// address written two ways (a name and its IP) is not caught.
+func serverOf(rdb redis.UniversalClient) any {
+	if c, ok := rdb.(*redis.Client); ok {
+		o := c.Options()
+		return o.Network + " " + o.Addr
+	}
+	return rdb
 }
 
 // quorum is the number of nodes, out of n, that make a majority.

@@ -39,7 +39,10 @@
 // time it waited; dlock.release spans an Unlock; dlock.renew spans each
 // renewal. They carry dlock.kind, dlock.name (always: a trace's size does
 // not grow with the names' number), dlock.member and dlock.fence where
-// known, and an error status when the call failed. A Refresh's renewal is
+// known, and an error status when the call failed with an error other
+// than dlock.ErrNotAcquired: an acquisition refused (not_acquired) or
+// whose ctx ended (canceled) is no error, and a canceled one records what
+// its last try met as an exception event. A Refresh's renewal is
 // a child of its caller's span; an automatic renewal starts a trace of its
 // own, linked to the acquisition's span, so that a lease held for hours
 // does not grow its acquirer's trace.

@@ -176,6 +176,16 @@ records down to debug level (retries, reconnections), not only errors.
 Without -v, a command that succeeds leaves stderr to COMMAND.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// An empty value (a variable unset in a script) is not "not
+			// given": falling back to the default Redis would lock there.
+			for _, f := range []string{"redis", "redis-file"} {
+				if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed && fl.Value.String() == "" {
+					return usage("--%s is empty", f)
+				}
+			}
+			return nil
+		},
 	}
 	// Defaults from the environment are resolved when connecting, not shown
 	// in --help: a URL may carry a password.

@@ -619,3 +619,52 @@ func TestMaxClientsIsUnavailable(t *testing.T) {
 		t.Errorf("run on a full Redis exited %d (%s); want %d", code, strings.TrimSpace(stderr), cli.ExitUnavailable)
 	}
 }
+
+// TestUnlockEmptyMemberIsUsage: `--member "$M"` with M unset is a usage
+// error, not a force-unlock of every lock of that name.
+func TestUnlockEmptyMemberIsUsage(t *testing.T) {
+	t.Parallel()
+	srv, c := library(t)
+	ctx := t.Context()
+	held, err := c.Mutex("pool").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(context.Background())
+	code, out, errOut := dl(t, srv, "unlock", "--force", "--member", "", "pool")
+	if ok, _ := held.Held(ctx); !ok {
+		t.Errorf("unlock --force --member \"\" pool removed the mutex pool (exit %d, stdout %q)", code, out)
+	}
+	if code != 2 {
+		t.Errorf("unlock --force --member \"\" pool: exit %d, stderr %q; want 2 (usage)", code, errOut)
+	}
+}
+
+// TestEmptyRedisFlagIsUsage: `--redis "$URL"` with URL unset is a usage
+// error: falling back to $DLOCK_REDIS or the default Redis would take the
+// lock on a server the other machines do not use.
+func TestEmptyRedisFlagIsUsage(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Setenv("DLOCK_REDIS", "redis://"+srv.Addr()) // stands for a local Redis
+	for _, flag := range []string{"--redis", "--redis-file"} {
+		var out, errb bytes.Buffer
+		err := cli.Run(context.Background(), []string{flag, "", "run", "job", "--", "echo", "ran"},
+			strings.NewReader(""), &out, &errb)
+		if code := cli.ExitCode(err); code != 2 || out.Len() > 0 {
+			t.Errorf("%s \"\": exit %d, stdout %q, stderr %q; want 2 (usage: empty), the command not run", flag, code, out.String(), errb.String())
+		}
+	}
+}
+
+// TestTinyWaitOnAFreeLockDoesNotClaimItHeld: a -w too short for Redis to
+// answer says so, not that the lock is held (it is free here).
+func TestTinyWaitOnAFreeLockDoesNotClaimItHeld(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, w := range []string{"1ns", "1µs"} {
+		code, _, errOut := dl(t, srv, "run", "-w", w, "nobody-holds-this", "--", "true")
+		if code != 1 || strings.Contains(errOut, "still held") {
+			t.Errorf("run -w %s on a free lock: exit %d, stderr %q; want 1, and no word of it being held", w, code, errOut)
+		}
+	}
+}

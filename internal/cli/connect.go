@@ -126,6 +126,14 @@ func isReply(err error) bool {
 // connectRedlock opens one client per Redis server and a Redlock client
 // on them.
 func (e *env) connectRedlock(ctx context.Context, opts []*redis.Options) (*dlock.Client, func(), error) {
+	seen := map[string]int{}
+	for i, o := range opts {
+		// One server counted twice would make a majority of fewer.
+		if j, dup := seen[o.Network+" "+o.Addr]; dup {
+			return nil, nil, usage("--redlock: Redis %d of %d is Redis %d again (%s): one server would count twice", i+1, len(opts), j+1, o.Addr)
+		}
+		seen[o.Network+" "+o.Addr] = i
+	}
 	rdbs := make([]redis.UniversalClient, len(opts))
 	for i, o := range opts {
 		rdbs[i] = redis.NewClient(o)
@@ -147,6 +155,10 @@ func (e *env) connectRedlock(ctx context.Context, opts []*redis.Options) (*dlock
 }
 
 // redisClient connects to the Redis servers of opts: one, or a cluster.
+// clusterReload is how often the command's Cluster client reloads the slot
+// map.
+const clusterReload = 5 * time.Second
+
 func (e *env) redisClient(opts []*redis.Options) redis.UniversalClient {
 	first := opts[0]
 	if len(opts) == 1 && !e.cluster {
@@ -161,6 +173,9 @@ func (e *env) redisClient(opts []*redis.Options) redis.UniversalClient {
 		Username:  first.Username,
 		Password:  first.Password,
 		TLSConfig: first.TLSConfig,
+		// go-redis' default, 60s, would leave a lone holder renewing on a
+		// failed master that long (see README, Cluster).
+		ClusterStateReloadInterval: clusterReload,
 	})
 }
 

@@ -54,3 +54,19 @@ func TestRedlock(t *testing.T) {
 		}
 	}
 }
+
+// TestRedlockSameMasterTwice: one URL given twice would count one server
+// as two masters, a majority of fewer servers than it claims.
+func TestRedlockSameMasterTwice(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := "redis://" + srv.Addr()
+	for _, list := range []string{a + "," + a + ",redis://127.0.0.1:1", a + "," + a + "/1,redis://127.0.0.1:1"} {
+		var out, errb bytes.Buffer
+		err := cli.Run(context.Background(), []string{"--redlock", "--redis", list, "run", "job", "--", "echo", "ran"},
+			strings.NewReader(""), &out, &errb)
+		if code := cli.ExitCode(err); code != 2 || out.Len() > 0 {
+			t.Errorf("--redlock --redis %s: exit %d, stdout %q, stderr %q; want 2 (usage), the command not run", list, code, out.String(), errb.String())
+		}
+	}
+}

@@ -100,8 +100,9 @@ renews the lock while COMMAND runs, releases it when COMMAND exits, and
 exits with COMMAND's status. COMMAND sees DLOCK_NAME and DLOCK_FENCE (the
 lease's fencing token) in its environment.
 
-If the lock is not obtained (-n, -w, or the lock is held and renewed by
-someone else), run exits with the --conflict-exit-code (default 1). If the
+If the lock is not obtained (-n finds it held, or -w's time runs out while
+it is held), run exits with the --conflict-exit-code (default 1); without
+-n or -w, run waits until it gets the lock. If the
 lease is lost while COMMAND runs (Redis unreachable or the lock removed),
 COMMAND gets SIGTERM, then SIGKILL after --kill-after, and run exits 75.
 SIGINT, SIGTERM and SIGHUP sent to run are passed on to COMMAND; the lock
@@ -214,8 +215,12 @@ func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) er
 	}
 	if errors.Is(err, dlock.ErrNotAcquired) {
 		msg := fmt.Sprintf("%s is held by another process; not obtained", t.what)
-		if errors.Is(err, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("%s still held after %v; gave up", t.what, o.timeout)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The last try had no reply in time: held or not, unknown.
+			msg = fmt.Sprintf("%s not obtained within %v: no answer from Redis in time; gave up", t.what, o.timeout)
+		case errors.Is(err, context.DeadlineExceeded):
+			msg = fmt.Sprintf("%s not obtained within %v; gave up", t.what, o.timeout)
 		}
 		return &ExitError{Code: o.conflict, Err: errors.New(msg)}
 	}

@@ -173,7 +173,7 @@ func TestUnreachableRedis(t *testing.T) {
 	env := []string{"DLOCK_REDIS=redis://" + addr}
 	for _, args := range [][]string{
 		{"run", "job", "--", "true"},
-		{"--redlock", "--redis", strings.Repeat("redis://"+addr+",", 2) + "redis://" + addr, "run", "job", "--", "true"},
+		{"--redlock", "--redis", "redis://" + addr + ",redis://127.0.0.1:2,redis://127.0.0.1:3", "run", "job", "--", "true"},
 		{"run", "-n", "job", "--", "true"},
 		{"run", "-w", "1s", "job", "--", "true"},
 		{"run", "-w", "1s", "--fair", "job", "--", "true"},

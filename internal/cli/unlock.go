@@ -25,6 +25,10 @@ renewal that their lease is lost. It says what it removed.`,
 			if !force {
 				return usage("unlock removes other processes' locks; say --force if you mean it")
 			}
+			if cmd.Flags().Changed("member") && member == "" {
+				// Unset in a script: not the whole lock of every kind.
+				return usage("--member needs a member name")
+			}
 			c, done, err := e.connect(cmd.Context())
 			if err != nil {
 				return err

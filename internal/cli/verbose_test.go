@@ -130,7 +130,7 @@ func TestVerboseNamesTheLock(t *testing.T) {
 		{[]string{"run", "-v", "-w", "100ms", "busy", "--", "true"}, 1, []string{
 			`dlock: waiting up to 100ms for mutex busy`,
 			`dlock: mutex busy not acquired after \S+`,
-			`dlock: busy still held after 100ms; gave up`}},
+			`dlock: busy not obtained within 100ms; gave up`}},
 		{[]string{"-v", "status", "busy"}, 0, []string{connecting}},
 		{[]string{"-v", "list"}, 0, []string{connecting}},
 		{[]string{"-v", "set", "list", "pool"}, 0, []string{connecting}},
