@@ -651,3 +651,44 @@ func TestUnlockReplyAtDeadline(t *testing.T) {
 		t.Errorf("%d Unlocks returned nil and Lost() closed afterwards", nilThenLost.Load())
 	}
 }
+
+// TestHungRefreshLostReason: a Refresh whose reply never comes ends with
+// the lease's deadline; the loss is reported unreachable, the cause the
+// watchdog found, not gone (Refresh read its ErrStopped as a loss Redis
+// told of, when it came before the watchdog had told its own).
+func TestHungRefreshLostReason(t *testing.T) {
+	srv, ctx := serve(t)
+	h := &stepHook{}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	reasons := make(chan dlock.LostReason, 1)
+	c := dlock.New(rdb, dlock.WithHooks(dlock.Hooks{LeaseEnd: func(_ context.Context, _ dlock.LeaseInfo, _ time.Duration, lost dlock.LostReason) {
+		reasons <- lost
+	}}))
+	t.Cleanup(func() { c.Close() })
+	m := c.Mutex("hung", dlock.WithTTL(100*time.Millisecond), dlock.WithAutoRefresh(false))
+	const n = 100
+	got := map[dlock.LostReason]int{}
+	for i := range n {
+		l := mustTake(t, ctx, m.TryLock)
+		block := make(chan struct{})
+		h.arm(l.Token(), func(_ int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			if !release {
+				<-block // unanswered, whatever the context says
+				cmd.SetErr(context.DeadlineExceeded)
+				return context.DeadlineExceeded
+			}
+			return next(ctx, cmd)
+		})
+		if err := l.Refresh(ctx, 100*time.Millisecond); !errors.Is(err, dlock.ErrLost) {
+			t.Fatalf("iteration %d: Refresh: %v, want ErrLost", i, err)
+		}
+		got[<-reasons]++
+		close(block)
+		h.arm("", nil)
+		_ = l.Unlock(ctx)
+	}
+	if got[dlock.LostUnreachable] != n {
+		t.Errorf("LeaseEnd's reasons over %d hung Refreshes: %v; want all %q", n, got, dlock.LostUnreachable)
+	}
+}

@@ -2,6 +2,7 @@ package watchdog_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -303,5 +304,63 @@ func TestOnLostMayStartAndStopOthers(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("OnLost still stopping another watch after 5s")
+	}
+}
+
+// OnLost may stop a watch lost in the same tick, whose own loss is not
+// told yet: Stop then ends it untold, as a Stop before the loss would.
+func TestStopFromOnLostOfWatchLostAtOnce(t *testing.T) {
+	t.Parallel()
+	loop := watchdog.NewLoop()
+	const ttl = 50 * time.Millisecond
+	deadline := watchdog.Deadline(time.Now(), ttl)
+	var other atomic.Pointer[watchdog.Watchdog]
+	var otherTold atomic.Bool
+	stopped := make(chan struct{})
+	first := watchdog.Config{TTL: ttl, Gone: isGone, OnLost: func(error) {
+		other.Load().Stop()
+		close(stopped)
+	}}
+	second := watchdog.Config{TTL: ttl, Gone: isGone, OnLost: func(error) { otherTold.Store(true) }}
+	loop.Start(first, deadline)
+	other.Store(loop.Start(second, deadline))
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Stop from OnLost of a watch lost in the same tick still waiting after 3s")
+	}
+	if otherTold.Load() {
+		t.Error("OnLost called for a watch after its Stop returned")
+	}
+}
+
+// A Refresh that finds its lease lost returns ErrStopped only once the
+// loss is told (OnLost): the lease's holder reads the loss's cause, not
+// one it makes up from ErrStopped. The loss is told after the loop lets
+// go of its mutex, here held back by a slow OnLost of another lease lost
+// in the same tick.
+func TestRefreshStoppedAfterOnLost(t *testing.T) {
+	t.Parallel()
+	loop := watchdog.NewLoop()
+	const ttl = 50 * time.Millisecond
+	deadline := watchdog.Deadline(time.Now(), ttl)
+	inFirst := make(chan struct{})
+	first := watchdog.Config{TTL: ttl, Gone: isGone, OnLost: func(error) {
+		close(inFirst)
+		time.Sleep(200 * time.Millisecond) // a slow hook
+	}}
+	var secondLost atomic.Bool
+	second := watchdog.Config{TTL: ttl, Gone: isGone, Renew: func(context.Context, time.Duration) error { return nil },
+		OnLost: func(error) { secondLost.Store(true) }}
+	loop.Start(first, deadline)
+	d := loop.Start(second, deadline)
+	<-inFirst
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := d.Refresh(ctx, ttl)
+	lostYet := secondLost.Load()
+	d.Stop()
+	if !errors.Is(err, watchdog.ErrStopped) || !lostYet {
+		t.Fatalf("Refresh of a lease lost in the same tick: %v, OnLost called before %v; want ErrStopped after OnLost", err, lostYet)
 	}
 }

@@ -121,7 +121,6 @@ func (lp *Loop) run() {
 		lp.mu.Unlock()
 		for _, l := range losses {
 			l.d.lost(l.cause)
-			close(l.d.done)
 		}
 	}
 }

@@ -311,12 +311,12 @@ func (w *watch) expiry() error {
 	return ErrExpired
 }
 
-// end stops watching w (see stop) and closes its done.
+// end is Stop's: it stops watching w (see stop), unless a loss did
+// (which Stop came before telling: it never will), and closes its done.
 func (s *state) end(w *watch) {
-	if w.index < 0 {
-		return
+	if w.index >= 0 {
+		s.stop(w)
 	}
-	s.stop(w)
 	close(w.d.done)
 }
 

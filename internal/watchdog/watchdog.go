@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -88,8 +87,9 @@ type Watchdog struct {
 	loop    *Loop
 	cfg     Config
 	w       *watch      // the loop's state of the lease, under the loop's mutex
-	stopped atomic.Bool // set by Stop: OnLost is not called from then on
-	once    sync.Once
+	// once is Stop's or the loss's, whichever comes first: OnLost is
+	// not called after Stop, and a Stop during OnLost waits for it.
+	once sync.Once
 	done    chan struct{}
 	// deadline, ttl and lapse are valid once done is closed.
 	deadline time.Time
@@ -133,6 +133,13 @@ func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 	d.loop.do(func(s *state) { s.request(d.w, req) })
 	select {
 	case err := <-req.reply:
+		if err == ErrStopped {
+			// Stopped by a loss, perhaps: told (OnLost) before this.
+			select {
+			case <-d.done:
+			case <-ctx.Done():
+			}
+		}
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -145,10 +152,7 @@ func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 // from which a new Watchdog can take over. The deadline counts a renewal
 // in flight as one that Redis may still apply.
 func (d *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
-	d.once.Do(func() {
-		d.stopped.Store(true)
-		d.loop.do(func(s *state) { s.end(d.w) })
-	})
+	d.once.Do(func() { d.loop.do(func(s *state) { s.end(d.w) }) })
 	<-d.done
 	return d.deadline, d.ttl
 }
@@ -160,10 +164,16 @@ func (d *Watchdog) Lapse() error {
 	return d.lapse
 }
 
-// lost calls OnLost with cause unless Stop was called.
+// lost calls OnLost with cause, and then closes done, unless Stop came
+// first (which closes done itself).
 func (d *Watchdog) lost(cause error) {
-	if !d.stopped.Load() {
+	told := false
+	d.once.Do(func() {
+		told = true
 		d.cfg.OnLost(cause)
+	})
+	if told {
+		close(d.done)
 	}
 }
 
