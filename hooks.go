@@ -28,8 +28,11 @@ import (
 //
 // For each lease, AcquireEnd comes before LeaseEnd. Every AcquireStart is
 // followed by one AcquireEnd, every WaitStart by one WaitEnd, and every
-// lease acquired by one LeaseEnd, unless the lease never expires and its
-// release never gets through (it is then still held in Redis).
+// lease acquired by one LeaseEnd. A lease that never expires and whose
+// failed Unlock is still being released in the background when its
+// client closes ends then, lost (unreachable): nothing will release it
+// but another Unlock, which Redis still holds it for (its Lost() stays
+// open, and that Unlock returns nil when it gets through).
 type Hooks struct {
 	// AcquireStart is called when an acquisition starts: TryLock, Lock,
 	// TryRLock, RLock, the MutexSet's and Semaphore's Acquire forms,
@@ -50,7 +53,9 @@ type Hooks struct {
 	// Redis. An automatic renewal (auto is true) runs under the context
 	// the lease was acquired with, without its cancellation; a Refresh
 	// under its caller's. The error is nil when renewed; it wraps ErrLost
-	// when Redis said the lease is gone.
+	// when Redis said the lease is gone, and context.Canceled when the
+	// renewal was in flight as the lease's release was sent, and found it
+	// released.
 	RenewStart func(ctx context.Context, l LeaseInfo, auto bool) context.Context
 	RenewEnd   func(ctx context.Context, l LeaseInfo, err error)
 	// LeaseEnd is called once per lease, under the context it was

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -517,4 +518,61 @@ func TestHooksUnconfirmedReleases(t *testing.T) {
 		got := log.take()
 		wantHooks(t, "Unlock", got, "AcquireStart AcquireEnd:acquired ReleaseStart LeaseEnd:unreachable ReleaseEnd")
 	})
+}
+
+// TestRenewalRacingUnlockIsNoFailure: a renewal in flight as its lease's
+// Unlock is sent finds the lease released; RenewEnd reports that as
+// context.Canceled (overtaken), not ErrLost: dashboards counted a renewal
+// failure per few hundred clean Unlocks.
+func TestRenewalRacingUnlockIsNoFailure(t *testing.T) {
+	srv, ctx := serve(t)
+	var mu sync.Mutex
+	goneRenewals := map[string]int{}
+	released := map[string]bool{}
+	key := func(l dlock.LeaseInfo) string { return fmt.Sprint(l.Name, "/", l.Fence) }
+	c, _, _ := newClient(t, srv, dlock.WithHooks(dlock.Hooks{
+		RenewEnd: func(_ context.Context, l dlock.LeaseInfo, err error) {
+			if errors.Is(err, dlock.ErrLost) {
+				mu.Lock()
+				goneRenewals[key(l)]++
+				mu.Unlock()
+			}
+		},
+		LeaseEnd: func(_ context.Context, l dlock.LeaseInfo, _ time.Duration, lost dlock.LostReason) {
+			if lost == "" {
+				mu.Lock()
+				released[key(l)] = true
+				mu.Unlock()
+			}
+		},
+	}))
+	const workers, run = 100, 3 * time.Second
+	end := time.Now().Add(run)
+	_ = together(workers, func(i int) error {
+		m := c.Mutex(fmt.Sprint("r", i), dlock.WithTTL(150*time.Millisecond))
+		for time.Now().Before(end) {
+			l, err := m.TryLock(ctx)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("Unlock: %v", err)
+			}
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	bad := 0
+	for k, n := range goneRenewals {
+		if released[k] {
+			bad += n
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d renewals reported the lease gone (ErrLost) of leases their Unlock released (%d released)", bad, len(released))
+	}
 }

@@ -50,6 +50,9 @@ type Lease struct {
 	// gone was answered by one of those; without them, gone is a loss.
 	releaseRan atomic.Bool
 	bgSending  atomic.Int32
+	// releasingNow is set once a release is on its way, before the watch
+	// stops: a renewal in flight may then find the lease gone by it.
+	releasingNow atomic.Bool
 }
 
 // leaseOps is what a primitive does to Redis for a lease it issued.
@@ -119,8 +122,18 @@ func (l *Lease) renew(ctx context.Context, ttl time.Duration) error {
 		ctx = hctx
 	}
 	err := renewed(l.ops.refresh(ctx, l.token, ttl))
-	l.hooked.renewEnd(hctx, err)
+	l.renewEnd(hctx, err)
 	return err
+}
+
+// renewEnd calls the RenewEnd hook for a renewal that ended with err: a
+// renewal that found the lease gone after its own release was sent was
+// overtaken by it (context.Canceled, as one abandoned), not lost.
+func (l *Lease) renewEnd(hctx context.Context, err error) {
+	if errors.Is(err, errGone) && l.releasingNow.Load() {
+		err = fmt.Errorf("renewal overtaken by the lease's release: %w", context.Canceled)
+	}
+	l.hooked.renewEnd(hctx, err)
 }
 
 // valuesOf is a context that ends as its Context does, with the values
@@ -304,6 +317,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		// Stopped first, so that no renewal can race the release and
 		// report a loss that Unlock itself caused; until the release is
 		// answered, Lost() still closes at the lease's deadline.
+		l.releasingNow.Store(true)
 		deadline, ttl = l.wd.Stop()
 		// Lost at the deadline: for want of the release's reply, or for
 		// what the watchdog met if the deadline had passed already.

@@ -84,7 +84,7 @@ func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, part 
 	for j, cmd := range sendAll(ctx, b.rdb, sub) {
 		errs[j] = renewed(cmd.Bool())
 		if l := rs[part[j]].Lease.(*Lease); l.hooked != nil {
-			l.hooked.renewEnd(hctx[j], errs[j])
+			l.renewEnd(hctx[j], errs[j])
 		}
 	}
 	return errs
