@@ -309,28 +309,6 @@ func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
 	}
 }
 
-// slotMasterFrom is the master of slot as node sees it ("" when it
-// cannot tell).
-func slotMasterFrom(ctx context.Context, node *redis.Client, slot int) string {
-	shards, err := node.ClusterShards(ctx).Result()
-	if err != nil {
-		return ""
-	}
-	for _, sh := range shards {
-		for _, r := range sh.Slots {
-			if int(r.Start) > slot || slot > int(r.End) {
-				continue
-			}
-			for _, n := range sh.Nodes {
-				if n.Role == "master" {
-					return fmt.Sprintf("%s:%d", n.IP, n.Port)
-				}
-			}
-		}
-	}
-	return ""
-}
-
 // TestClusterObserverFollowsFailover: an observer (pub/sub only) is
 // subscribed on master A; A is paused, its replica takes over, and A
 // resumes (as a replica) before the hub's ping would have found it
@@ -360,7 +338,7 @@ func TestClusterObserverFollowsFailover(t *testing.T) {
 	oc := other.Client(t)
 	t0 := time.Now()
 	victim.Pause(t)
-	for slotMasterFrom(ctx, oc, slot) == victim.Addr() {
+	for redistest.SlotMaster(ctx, oc, slot) == victim.Addr() {
 		if time.Since(t0) > 20*time.Second {
 			victim.Resume(t)
 			t.Fatal("no failover")

@@ -370,27 +370,41 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 }
 
 // releaseTries is how many times Unlock sends a release that fails in a
-// way that may pass (a broken connection, LOADING...), as go-redis would
+// way that may pass (a broken connection, a timeout), as go-redis would
 // with its default MaxRetries of 3: releases go to it once (see once).
 const releaseTries = 4
 
+// releaseRefusedFor is how long Unlock sends again a release that Redis
+// refused for now, running nothing (TRYAGAIN while a Cluster slot moves,
+// LOADING, CLUSTERDOWN...), however many tries that takes.
+const releaseRefusedFor = 5 * time.Second
+
 // sendRelease sends the lease's release, again while it fails in a way
-// that may pass, up to releaseTries times, and records in releaseRan an
-// attempt Redis may have run though its reply was lost: a lease a later
-// attempt finds gone was then released by that one.
+// that may pass (up to releaseTries times, or for releaseRefusedFor while
+// Redis refuses it for now), and records in releaseRan an attempt Redis
+// may have run though its reply was lost: a lease a later attempt finds
+// gone was then released by that one.
 func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// Under a ctx already ended nothing is sent (go-redis checks it
 		// first): no attempt that may have run.
 		return false, fmt.Errorf("%w (release not sent)", err)
 	}
-	pause := time.Duration(0)
-	for try := 1; ; try++ {
+	pause, start, tries := time.Duration(0), time.Now(), 0
+	for {
 		ok, err = bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
 		if err != nil && !l.byNode() && mayHaveRun(err) {
 			l.releaseRan.Store(true)
 		}
-		if err == nil || try == releaseTries || !transient(err) {
+		if err == nil || !transient(err) {
+			return ok, err
+		}
+		var refused redis.Error
+		if errors.As(err, &refused) {
+			if time.Since(start) >= releaseRefusedFor {
+				return ok, err
+			}
+		} else if tries++; tries == releaseTries {
 			return ok, err
 		}
 		pause = grow(pause)

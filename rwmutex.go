@@ -229,7 +229,7 @@ func (r readSide) Do(ctx context.Context, fn func(ctx context.Context) error) er
 }
 
 func (r readSide) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{rwRRefresh, r.rw.kl, []any{tok, millis(ttl)}}
+	return scriptCall{rwRRefresh, r.rw.kl[2:5], []any{tok, millis(ttl)}} // a share's keys only
 }
 
 func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {

@@ -48,6 +48,9 @@ const MaxPermits = 1 << 53
 type Semaphore struct {
 	lock
 	size int64
+	// held is the keys a held lease keeps, all a renewal names (see
+	// sem_refresh.lua).
+	held []string
 }
 
 // Semaphore returns the semaphore called name, whose caller admits at
@@ -67,7 +70,8 @@ func (c *Client) Semaphore(name string, size int64, opts ...LockOption) *Semapho
 // unchecked.
 func (c *Client) semaphore(name string, size int64, opts []LockOption) *Semaphore {
 	// The KEYS layout of every sem script: see sem_acquire.lua.
-	return &Semaphore{lock: newLock(c, kindSem, name, opts, "fence", "leases", "queue", "alive", "wmeta"), size: size}
+	l := newLock(c, kindSem, name, opts, "fence", "leases", "queue", "alive", "wmeta")
+	return &Semaphore{lock: l, size: size, held: []string{l.kl[0], l.kl[2]}}
 }
 
 // TryAcquire takes n permits if they are free and nobody waits, in one
@@ -201,7 +205,7 @@ func splitSemWaiter(e string) (int64, string) {
 type permits struct{ s *Semaphore }
 
 func (p permits) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{semRefresh, p.s.kl, []any{tok, millis(ttl)}}
+	return scriptCall{semRefresh, p.s.held, []any{tok, millis(ttl)}}
 }
 
 func (p permits) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {

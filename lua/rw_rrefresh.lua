@@ -1,15 +1,17 @@
 -- rw_rrefresh.lua: extend a read share of an RWMutex if it is still live.
--- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
---          (KEYS[1], KEYS[2], KEYS[6] unused)
+-- KEYS[1]  readers, KEYS[2] reader expiries, KEYS[3] reader details
+--          (rw_rlock's KEYS[3] to KEYS[5]): only the keys a share keeps,
+--          since while a Cluster slot moves, Redis refuses a script naming
+--          a key that does not exist (TRYAGAIN)
 -- ARGV[1]  token of the share
 -- ARGV[2]  new TTL in ms
 -- Returns  1 when extended; 0 when the token had no live share (nothing changes).
 local now_ms = time_ms()
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], int(now_ms))
-if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+prune_waiters(KEYS[1], KEYS[2], KEYS[3], int(now_ms))
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   return 0
 end
 local deadline, left = deadline_of(ARGV[2], now_ms)
-redis.call('ZADD', KEYS[4], 'XX', deadline, ARGV[1])
-expire_by_last(KEYS[4], now_ms, deadline, left, KEYS[3], KEYS[4], KEYS[5])
+redis.call('ZADD', KEYS[2], 'XX', deadline, ARGV[1])
+expire_by_last(KEYS[2], now_ms, deadline, left, KEYS[1], KEYS[2], KEYS[3])
 return 1

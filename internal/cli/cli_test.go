@@ -668,3 +668,42 @@ func TestTinyWaitOnAFreeLockDoesNotClaimItHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestRunClusterReshardAtRelease: the command ends while the lock's slot
+// migrates; the release, refused (TRYAGAIN) until the move completes, is
+// sent again until it gets through: run exits 0 and leaves the lock free
+// (it exited 1, and the lock was held for its TTL by a process gone).
+func TestRunClusterReshardAtRelease(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	const name = "moving"
+	mv := cl.MoveSlotOf(t, "dlock:{"+name+"}:mutex")
+	code := make(chan int, 1)
+	var errb bytes.Buffer
+	go func() {
+		var out bytes.Buffer
+		urls := make([]string, 0, len(cl.Addrs()))
+		for _, a := range cl.Addrs() {
+			urls = append(urls, "redis://"+a)
+		}
+		args := []string{"--cluster", "--redis", strings.Join(urls, ","), "run", "--ttl", "10s", name, "--", "sleep", "1"}
+		code <- cli.ExitCode(cli.Run(context.Background(), args, strings.NewReader(""), &out, &errb))
+	}()
+	time.Sleep(500 * time.Millisecond)
+	mv.Begin()
+	time.Sleep(1500 * time.Millisecond) // the command ends meanwhile
+	mv.Migrate()
+	mv.Finish()
+	if got := <-code; got != 0 {
+		t.Errorf("dlock run exited %d: %s", got, errb.String())
+	}
+	c := dlock.New(cl.Client(t))
+	defer c.Close()
+	st, err := c.Mutex(name).Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held {
+		t.Errorf("after the move, the lock of the dlock run that exited is still held (TTL %v)", st.TTL)
+	}
+}

@@ -84,13 +84,13 @@ func Deadline(sent time.Time, ttl time.Duration) time.Time {
 // Watchdog watches one lease, from its Loop's goroutine, until Stop or
 // loss.
 type Watchdog struct {
-	loop    *Loop
-	cfg     Config
-	w       *watch      // the loop's state of the lease, under the loop's mutex
+	loop *Loop
+	cfg  Config
+	w    *watch // the loop's state of the lease, under the loop's mutex
 	// once is Stop's or the loss's, whichever comes first: OnLost is
 	// not called after Stop, and a Stop during OnLost waits for it.
 	once sync.Once
-	done    chan struct{}
+	done chan struct{}
 	// deadline, ttl and lapse are valid once done is closed.
 	deadline time.Time
 	ttl      time.Duration
