@@ -692,3 +692,71 @@ func TestHungRefreshLostReason(t *testing.T) {
 		t.Errorf("LeaseEnd's reasons over %d hung Refreshes: %v; want all %q", n, got, dlock.LostUnreachable)
 	}
 }
+
+// heldOrLost waits up to 2s for another client to take name; when one
+// does, the first holder's lease must have been told it is lost.
+func heldOrLost(t *testing.T, ctx context.Context, other *dlock.Client, name string, l *dlock.Lease) {
+	t.Helper()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if l2, err := other.Mutex(name).TryLock(ctx); err == nil {
+			if !isClosed(l.Lost()) {
+				t.Fatalf("two holders: another client took %q (fence %d) while its holder's Lost() is open", name, l2.Fence())
+			}
+			return
+		}
+	}
+	l.Unlock(ctx)
+}
+
+// TestStaleRenewalAfterLongerRefresh: an automatic renewal (TTL 300ms)
+// reaches Redis 400ms late, over its own connection; meanwhile the
+// watchdog gave up waiting for it, renewed again and a Refresh made the
+// TTL 10s. When the stale renewal lands it ends the lease 300ms later:
+// the holder must count with it (it believed the lease good for 10s, and
+// another client took the lock).
+func TestStaleRenewalAfterLongerRefresh(t *testing.T) {
+	srv, ctx := serve(t)
+	p, a, b := proxiedRetrying(t, srv)
+	l, err := a.Mutex("x", dlock.WithTTL(300*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := p.DelayRequest("evalsha", 400*time.Millisecond) // the first renewal, due at 100ms
+	time.Sleep(250 * time.Millisecond)                       // given up at 200ms, sent again
+	if err := l.Refresh(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	<-held
+	heldOrLost(t, ctx, b, "x", l)
+}
+
+// TestStaleRefreshAfterLongerRefresh: as above, with a Refresh to 300ms
+// whose ctx ended before it reached Redis, then a Refresh to 10s.
+func TestStaleRefreshAfterLongerRefresh(t *testing.T) {
+	srv, ctx := serve(t)
+	p := redistest.StartProxy(t, srv.Addr())
+	// A client whose ctx ends its exchange, so the second Refresh is not
+	// queued behind the first (see Refresh) but sent on another connection.
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	a := dlock.New(rdb)
+	t.Cleanup(func() { _ = a.Close() })
+	b, _, _ := newClient(t, srv)
+	mustUnlock(t, mustTake(t, ctx, a.Mutex("warm").TryLock)) // the scripts loaded: the held request runs one
+	l, err := a.Mutex("x", dlock.WithTTL(10*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := p.DelayRequest("evalsha", 600*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	if err := l.Refresh(short, 300*time.Millisecond); err == nil {
+		t.Fatal("Refresh held back 600ms returned nil within 100ms")
+	}
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Refresh(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Refresh(10s): %v", err)
+	}
+	<-held
+	heldOrLost(t, ctx, b, "x", l)
+}

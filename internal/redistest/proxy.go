@@ -25,11 +25,12 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// fault is an armed DropReply, DelayReply or DropPushed.
+// fault is an armed DropReply, DelayReply, DelayRequest or DropPushed.
 type fault struct {
 	marker  []byte
 	pushed  bool          // marker is looked for in what Redis sends, not in requests
-	delay   time.Duration // deliver the reply this late instead of losing it
+	request bool          // delay the request, not its reply
+	delay   time.Duration // deliver the reply (or the request) this late instead of losing it
 	hang    bool
 	before  func()        // run once the reply arrived, before it is lost
 	dropped chan struct{} // closed once the reply was lost
@@ -72,6 +73,18 @@ func (p *Proxy) DelayReply(marker string, d time.Duration) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fault = &fault{marker: []byte(marker), delay: d, dropped: make(chan struct{})}
+	return p.fault.dropped
+}
+
+// DelayRequest arms the proxy: the next request that contains marker,
+// and what follows it on its connection, reaches Redis d late, as on a
+// connection that lost a segment and sent it again while the client's
+// other connections flowed. The returned channel is closed once it was
+// delivered.
+func (p *Proxy) DelayRequest(marker string, d time.Duration) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = &fault{marker: []byte(marker), request: true, delay: d, dropped: make(chan struct{})}
 	return p.fault.dropped
 }
 
@@ -182,10 +195,17 @@ func (p *Proxy) serve(client net.Conn) {
 		for {
 			n, err := client.Read(buf)
 			if n > 0 {
-				if f := p.take(buf[:n], false); f != nil {
+				f := p.take(buf[:n], false)
+				if f != nil && f.request {
+					time.Sleep(f.delay)
+				} else if f != nil {
 					faults <- f
 				}
-				if _, werr := server.Write(buf[:n]); werr != nil {
+				_, werr := server.Write(buf[:n])
+				if f != nil && f.request {
+					close(f.dropped)
+				}
+				if werr != nil {
 					return
 				}
 			}

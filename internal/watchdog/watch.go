@@ -17,6 +17,12 @@ type watch struct {
 	// the last success: Redis may have applied it, even after a later
 	// write.
 	uncertain time.Duration
+	// unsettled is the smallest TTL sent by any renewal whose outcome was
+	// never known (it failed, or was abandoned), however long ago: sent
+	// before a later success, it may still reach Redis after it, over
+	// another connection, and end the lease its TTL from then, sooner
+	// than a longer Refresh since made it. Every success counts it.
+	unsettled time.Duration
 	inflight  *renewal
 	// late is the last batched renewal given up at its limit (see
 	// abandon) whose success may still come, and count, until another
@@ -175,15 +181,16 @@ func (s *state) land(o outcome) {
 }
 
 // landLate takes in the outcome of w's renewal given up at its limit. A
-// success moves the deadline as the renewal's would have, the renewals
-// sent since (failed, or in flight) counted as uncertain: none has
-// succeeded, or w.late would be gone. A loss loses the lease.
+// success moves the deadline as the renewal's would have, every write
+// whose outcome is not known (see unsettled; those sent since, failed or
+// in flight, too: none has succeeded, or w.late would be gone) counted.
+// A loss loses the lease.
 func (s *state) landLate(w *watch, err error) {
 	r := w.late
 	w.late = nil
 	switch {
 	case err == nil:
-		t := min(r.ttl, w.uncertain) // uncertain counts r's TTL since abandon
+		t := min(r.ttl, w.unsettled) // unsettled counts r's TTL since abandon
 		if w.inflight != nil {
 			t = min(t, w.inflight.ttl)
 		}
@@ -204,11 +211,13 @@ func (s *state) settle(w *watch, err error) {
 	w.inflight = nil
 	switch {
 	case err == nil:
-		// The last write to reach Redis is this one or a failed one
-		// applied after it: either way sent after r.sent.
+		// The last write to reach Redis is this one, or one whose
+		// outcome was never known applied after it (however long ago it
+		// was sent: it may have been held back on another connection),
+		// which ends the lease no sooner than its TTL after r.sent.
 		t := r.ttl
-		if w.uncertain > 0 {
-			t = min(t, w.uncertain)
+		if w.unsettled > 0 {
+			t = min(t, w.unsettled)
 		}
 		w.deadline, w.uncertain, w.first = w.d.bound(r.sent, t), 0, false
 		// Due a third of the way through the TTL this success counts
@@ -228,6 +237,9 @@ func (s *state) settle(w *watch, err error) {
 	default:
 		if w.uncertain == 0 || r.ttl < w.uncertain {
 			w.uncertain = r.ttl
+		}
+		if w.unsettled == 0 || r.ttl < w.unsettled {
+			w.unsettled = r.ttl
 		}
 		// Again in a tenth of the TTL, but well before the deadline,
 		// which a success counted with a shorter TTL may have set
