@@ -94,6 +94,10 @@ type shard struct {
 	// reloaded is when the receive loop last had the slot map reloaded
 	// (see moved); only that loop uses it.
 	reloaded time.Time
+	// stray counts, by channel, the unsubscribe commands sent on ps for
+	// subscriptions Redis confirmed after the hub had given them up (see
+	// dropStray), whose replies are still to come. Guarded by hub.mu.
+	stray map[string]int
 }
 
 // Waiter is one registered waiter. The hub rings its bell, a Go channel
@@ -558,7 +562,9 @@ func (h *Hub) receive(sh *shard) {
 		backoff, pinged = 0, false
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			h.confirm(m)
+			if h.confirm(sh, m) {
+				h.dropStray(sh, m.Channel)
+			}
 		case *redis.Message:
 			h.dispatch(m.Channel, m.Payload)
 		}
@@ -672,6 +678,7 @@ func (h *Hub) restart(sh *shard, cause error) bool {
 		// it catches the new master soon after the failover.
 		h.cluster.ReloadState(h.ctx)
 	}
+	sh.stray = nil // replies on the old connection will never come
 	old := sh.ps
 	if len(want) == 0 {
 		delete(h.shards, sh.addr)
@@ -689,27 +696,36 @@ func (h *Hub) restart(sh *shard, cause error) bool {
 	return true
 }
 
-// confirm records Redis' reply to a subscribe or unsubscribe command.
-func (h *Hub) confirm(s *redis.Subscription) {
+// confirm records Redis' reply on sh to a subscribe or unsubscribe
+// command. It reports whether the reply confirms a subscription the hub
+// gave up before (detachUnconfirmed, refuse), which sh then holds on the
+// server for nobody: see dropStray.
+func (h *Hub) confirm(sh *shard, s *redis.Subscription) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ch := h.chans[s.Channel]
-	if ch == nil {
-		return
-	}
 	unsub := s.Kind == "unsubscribe" || s.Kind == "sunsubscribe"
+	if unsub && sh.stray[s.Channel] > 0 {
+		if sh.stray[s.Channel]--; sh.stray[s.Channel] == 0 {
+			delete(sh.stray, s.Channel)
+		}
+		return false
+	}
+	ch := h.chans[s.Channel]
+	if ch == nil || ch.shard != sh {
+		return !unsub
+	}
 	if ch.pending == 0 && unsub && ch.subscribed {
 		// Redis dropped the subscription by itself (its slot moved to
 		// another node): detach the channel and wake its waiters, who
 		// subscribe again through fresh routing.
 		h.detach(ch)
-		return
+		return false
 	}
 	if ch.pending > 0 {
 		ch.pending--
 	}
 	if ch.pending > 0 {
-		return
+		return false
 	}
 	switch {
 	case ch.subscribed && !ch.confirmed:
@@ -721,6 +737,29 @@ func (h *Hub) confirm(s *redis.Subscription) {
 		}
 	case !ch.subscribed && len(ch.waiters) == 0:
 		delete(h.chans, ch.name)
+	}
+	return false
+}
+
+// dropStray unsubscribes sh from channel, whose subscription Redis
+// confirmed after the hub gave it up, unless a channel of that name was
+// subscribed on sh since (its own later command decides then).
+func (h *Hub) dropStray(sh *shard, channel string) {
+	sh.cmdMu.Lock()
+	defer sh.cmdMu.Unlock()
+	h.mu.Lock()
+	if ch := h.chans[channel]; h.closed || h.shards[sh.addr] != sh || (ch != nil && ch.shard == sh) {
+		h.mu.Unlock()
+		return
+	}
+	if sh.stray == nil {
+		sh.stray = make(map[string]int)
+	}
+	sh.stray[channel]++
+	h.mu.Unlock()
+	if err := h.unsubscribe(h.ctx, sh, channel); err != nil && h.ctx.Err() == nil {
+		h.log.Debug("dlock: unsubscribe failed; reconnecting", "channel", channel, "err", err)
+		_ = sh.ps.Close()
 	}
 }
 
