@@ -166,7 +166,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		return fmt.Errorf("%w: no longer leader of election %q", ErrLost, l.name)
 	}
 	ok, err := bounded(ctx, e.c, func(ctx context.Context) (bool, error) {
-		return e.run(ctx, electProclaim, l.token, leaderMeta(value, e.cfg.metadata), e.c.hub.PublishCommand(), e.keys.Channel()).Bool()
+		// Its owner key only: the queue's keys need not exist (see
+		// sem_refresh.lua on a Cluster slot that moves).
+		return electProclaim.Run(ctx, e.c.rdb, e.kl[:1], l.token, leaderMeta(value, e.cfg.metadata), e.c.hub.PublishCommand(), e.keys.Channel()).Bool()
 	})
 	switch {
 	case err != nil:

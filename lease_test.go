@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -619,6 +620,19 @@ func TestUnlockReplyAtDeadline(t *testing.T) {
 	c := dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })
 	mustUnlock(t, mustTake(t, ctx, c.Mutex("warm", dlock.WithTTL(time.Second)).TryLock))
+	// The release's reply comes a round trip after it is sent: aim the
+	// sends a round trip before the deadline (the median of a few PINGs),
+	// spread by 3ms each way, so that the replies straddle it.
+	rtts := make([]time.Duration, 21)
+	for i := range rtts {
+		start := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rtts[i] = time.Since(start)
+	}
+	slices.Sort(rtts)
+	rtt := rtts[len(rtts)/2]
 	const n = 300
 	var nilThenLost, lostErr, nils atomic.Int32
 	_ = together(n, func(i int) error {
@@ -629,8 +643,8 @@ func TestUnlockReplyAtDeadline(t *testing.T) {
 			t.Error(err)
 			return nil
 		}
-		// deadline = sent + 900ms; aim the release at it, spread by ±1.5ms
-		d := time.Duration(i-n/2) * 10 * time.Microsecond
+		// deadline = sent + 900ms (TTL 1s, margin 100ms)
+		d := time.Duration(i-n/2)*20*time.Microsecond - rtt
 		h.mu.Lock()
 		h.target[l.Token()] = t0.Add(900*time.Millisecond + d)
 		h.mu.Unlock()
@@ -693,8 +707,22 @@ func TestHungRefreshLostReason(t *testing.T) {
 	}
 }
 
+// staleAfter fails the test unless the request the proxy held back
+// (held) reaches Redis only now, after the longer Refresh: the case the
+// test is about.
+func staleAfter(t *testing.T, held <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-held:
+		t.Fatal("the held-back write reached Redis before the longer Refresh returned")
+	default:
+	}
+	<-held
+}
+
 // heldOrLost waits up to 2s for another client to take name; when one
-// does, the first holder's lease must have been told it is lost.
+// does, the first holder's lease must have been told it is lost. (If none
+// does, the holder has kept renewing its lease after the stale write.)
 func heldOrLost(t *testing.T, ctx context.Context, other *dlock.Client, name string, l *dlock.Lease) {
 	t.Helper()
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -722,11 +750,11 @@ func TestStaleRenewalAfterLongerRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := p.DelayRequest("evalsha", 400*time.Millisecond) // the first renewal, due at 100ms
-	time.Sleep(250 * time.Millisecond)                       // given up at 200ms, sent again
+	time.Sleep(250 * time.Millisecond)                      // given up at 200ms, sent again
 	if err := l.Refresh(ctx, 10*time.Second); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
-	<-held
+	staleAfter(t, held)
 	heldOrLost(t, ctx, b, "x", l)
 }
 
@@ -757,6 +785,6 @@ func TestStaleRefreshAfterLongerRefresh(t *testing.T) {
 	if err := l.Refresh(ctx, 10*time.Second); err != nil {
 		t.Fatalf("Refresh(10s): %v", err)
 	}
-	<-held
+	staleAfter(t, held)
 	heldOrLost(t, ctx, b, "x", l)
 }

@@ -21,7 +21,11 @@ import (
 // NewRedlock returns a Client whose Mutex is held on a majority of the
 // independent Redis masters rdbs (the Redlock algorithm), so that it
 // survives the loss of a minority of them. Give it an odd number of
-// masters, 3 or 5, that share no data (not replicas of one another).
+// masters, 3 or 5, that share no data (not replicas of one another),
+// each client of its own server: one client given twice is ErrInvalid,
+// but two clients of one server (one address twice in a list) cannot be
+// told apart (a Sentinel client's address is a placeholder, and a
+// Dialer may ignore it), and would count that server twice.
 //
 // A Lock asks every node at once, each within a timeout of a twentieth of
 // the TTL (at most a second), and holds the lock only if a majority
@@ -58,35 +62,23 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 		return c
 	}
 	hubs := make([]*notify.Hub, len(rdbs))
-	seen := make(map[any]int, len(rdbs))
+	seen := make(map[redis.UniversalClient]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil {
 			c.err = fmt.Errorf("%w: Redis master %d of %d is nil", ErrInvalid, i+1, len(rdbs))
 			return c
 		}
 		// One Redis counted twice would make a majority of fewer servers.
-		if j, dup := seen[serverOf(rdb)]; dup {
+		if j, dup := seen[rdb]; dup {
 			c.err = fmt.Errorf("%w: Redis master %d of %d is master %d again", ErrInvalid, i+1, len(rdbs), j+1)
 			return c
 		}
-		seen[serverOf(rdb)] = i
+		seen[rdb] = i
 		hubs[i] = notify.New(rdb, cfg.log)
 		c.nodes = append(c.nodes, &node{rdb: rdb, hub: hubs[i]})
 	}
 	c.listen = &fanIn{hubs: hubs, need: len(rdbs) - quorum(len(rdbs)) + 1}
 	return c
-}
-
-// serverOf is what tells rdb's server from the other masters': its
-// address, for a client of one server (two clients of one address, or of
-// two of its databases, are one server), else the client itself. An
-// address written two ways (a name and its IP) is not caught.
-func serverOf(rdb redis.UniversalClient) any {
-	if c, ok := rdb.(*redis.Client); ok {
-		o := c.Options()
-		return o.Network + " " + o.Addr
-	}
-	return rdb
 }
 
 // quorum is the number of nodes, out of n, that make a majority.

@@ -9,20 +9,28 @@ import (
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
+// resharded starts a Cluster whose slots the test moves, and a client of
+// it; ctx ends with the test, or after a minute.
+func resharded(t *testing.T) (*redistest.Cluster, *dlock.Client, context.Context) {
+	cl := redistest.StartCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	c := dlock.New(cl.Client(t))
+	t.Cleanup(func() { c.Close() })
+	return cl, c, ctx
+}
+
 // TestReshardMigratingSlotKeepsLeases: a slot is marked migrating (as
 // redis-cli --cluster reshard does first) and stays so for longer than
 // the leases' TTL while none of its keys has moved yet (a slot with many
 // keys, a reshard that stalled). Every key of each lease is still on the
-// old master, which must go on renewing it: a renewal that named keys a
-// held lease does not keep (a Semaphore's waiter queue, a read share's
-// writer keys) was refused with TRYAGAIN until the lease ran out.
+// old master, which must go on renewing it, and answer Held and an
+// election's Proclaim: a script that named keys a held lease does not
+// keep (a Semaphore's waiter queue, a read share's writer keys, an
+// election's queue) was refused with TRYAGAIN, and the leases ran out.
 func TestReshardMigratingSlotKeepsLeases(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	c := dlock.New(cl.Client(t))
-	t.Cleanup(func() { c.Close() })
+	cl, c, ctx := resharded(t)
 	const name = "moving" // every kind's keys of one name share a slot
 	ttl := dlock.WithTTL(2 * time.Second)
 	leases := map[string]*dlock.Lease{}
@@ -36,6 +44,11 @@ func TestReshardMigratingSlotKeepsLeases(t *testing.T) {
 	take("mutex", c.Mutex(name, ttl).Lock)
 	take("semaphore", func(ctx context.Context) (*dlock.Lease, error) { return c.Semaphore(name, 2, ttl).Acquire(ctx, 1) })
 	take("read share", c.RWMutex(name, ttl).RLock)
+	leader, err := c.Election(name, ttl).Campaign(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases["leadership"] = leader.Lease
 	mv := cl.MoveSlotOf(t, "dlock:{"+name+"}:mutex")
 	mv.Begin() // no key moved
 	time.Sleep(4 * time.Second)
@@ -43,6 +56,12 @@ func TestReshardMigratingSlotKeepsLeases(t *testing.T) {
 		if isClosed(l.Lost()) {
 			t.Errorf("%s: Lost() closed while its slot was migrating, none of its keys moved", kind)
 		}
+		if held, err := l.Held(ctx); !held || err != nil {
+			t.Errorf("%s: Held while its slot migrates: %v, %v", kind, held, err)
+		}
+	}
+	if err := leader.Proclaim(ctx, "v2"); err != nil {
+		t.Errorf("Proclaim while the slot migrates: %v", err)
 	}
 	mv.Migrate()
 	mv.Finish()
@@ -61,11 +80,7 @@ func TestReshardMigratingSlotKeepsLeases(t *testing.T) {
 // a release in the background.
 func TestReshardUnlockRetriesTryAgain(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	c := dlock.New(cl.Client(t))
-	t.Cleanup(func() { c.Close() })
+	cl, c, ctx := resharded(t)
 	const name = "moving"
 	takes := map[string]func(context.Context) (*dlock.Lease, error){
 		"mutex":     c.Mutex(name).Lock,
@@ -83,21 +98,21 @@ func TestReshardUnlockRetriesTryAgain(t *testing.T) {
 	}
 	mv := cl.MoveSlotOf(t, "dlock:{"+name+"}:mutex")
 	mv.Begin()
-	moved := make(chan struct{})
+	unlocked := make(chan struct{})
 	go func() {
-		defer close(moved)
-		time.Sleep(time.Second)
-		mv.Migrate()
-		mv.Finish()
-	}()
-	for kind, l := range leases {
-		uctx, ucancel := context.WithTimeout(ctx, 10*time.Second)
-		start := time.Now()
-		err := l.Unlock(uctx)
-		ucancel()
-		if err != nil {
-			t.Errorf("%s: Unlock after %v: %v", kind, time.Since(start).Round(time.Millisecond), err)
+		defer close(unlocked)
+		for kind, l := range leases {
+			uctx, ucancel := context.WithTimeout(ctx, 10*time.Second)
+			start := time.Now()
+			err := l.Unlock(uctx)
+			ucancel()
+			if err != nil {
+				t.Errorf("%s: Unlock after %v: %v", kind, time.Since(start).Round(time.Millisecond), err)
+			}
 		}
-	}
-	<-moved
+	}()
+	time.Sleep(time.Second)
+	mv.Migrate()
+	mv.Finish()
+	<-unlocked
 }

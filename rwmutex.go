@@ -241,5 +241,5 @@ func (r readSide) release(ctx context.Context, tok string) (bool, error) {
 }
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
-	return r.rw.run(ctx, rwRHeld, tok).Bool()
+	return rwRHeld.Run(ctx, r.rw.c.rdb, r.rw.kl[3:4], tok).Bool() // a share's expiries only
 }

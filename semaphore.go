@@ -219,5 +219,5 @@ func (p permits) release(ctx context.Context, tok string) (bool, error) {
 }
 
 func (p permits) held(ctx context.Context, tok string) (bool, error) {
-	return p.s.run(ctx, semHeld, tok).Bool()
+	return semHeld.Run(ctx, p.s.c.rdb, p.s.held, tok).Bool()
 }

@@ -100,8 +100,8 @@ renews the lock while COMMAND runs, releases it when COMMAND exits, and
 exits with COMMAND's status. COMMAND sees DLOCK_NAME and DLOCK_FENCE (the
 lease's fencing token) in its environment.
 
-If the lock is not obtained (-n finds it held, or -w's time runs out while
-it is held), run exits with the --conflict-exit-code (default 1); without
+If the lock is not obtained (-n finds it held, or -w's time runs out before
+it is obtained), run exits with the --conflict-exit-code (default 1); without
 -n or -w, run waits until it gets the lock. If the
 lease is lost while COMMAND runs (Redis unreachable or the lock removed),
 COMMAND gets SIGTERM, then SIGKILL after --kill-after, and run exits 75.

@@ -36,16 +36,18 @@ func (c *Cluster) MoveSlotOf(t testing.TB, key string) *SlotMove {
 	}
 	owner := SlotMaster(context.Background(), m.all[0], m.slot)
 	for _, s := range c.Masters(t) {
-		switch rdb := adminClient(s.Addr()); {
+		var rdb *redis.Client
+		switch {
 		case s.Addr() == owner:
+			rdb = adminClient(s.Addr())
 			m.src = rdb
 		case m.dst == nil:
+			rdb = adminClient(s.Addr())
 			m.dst = rdb
 		default:
-			_ = rdb.Close()
 			continue
 		}
-		t.Cleanup(func() { _ = m.src.Close(); _ = m.dst.Close() })
+		t.Cleanup(func() { _ = rdb.Close() })
 	}
 	if m.src == nil || m.dst == nil {
 		t.Fatalf("redistest: no master serving slot %d (%q), or no other master", m.slot, owner)
