@@ -329,3 +329,40 @@ func TestElectionUnderPartialACL(t *testing.T) {
 		t.Errorf("Leader after the mute leader resigned: %+v, %v; want ErrNoLeader", ld, err)
 	}
 }
+
+// TestObserveChannelRevoked: the channel rule is taken from Observe's
+// user while nobody leads; Redis kills its subscription connection and
+// refuses the resubscription (NOPERM). The observer's channel closes, as
+// Observe promises when Redis refuses it; its follower slept for good,
+// the refused channel dropped without waking the waiter on it (and, the
+// rule back, never saw a leader again).
+func TestObserveChannelRevoked(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	admin, _, _ := newClient(t, srv)
+	c := aclClient(t, srv, ACLRules(t))
+	e := admin.Election("rv", dlock.WithTTL(30*time.Second))
+	seen := c.Election("rv").Observe(ctx)
+	l, err := e.TryCampaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := observed(t, seen); ld.Term != l.Fence() {
+		t.Fatalf("observed %+v, want term %d", ld, l.Fence())
+	}
+	mustUnlock(t, l.Lease)
+	if ld := observed(t, seen); ld.Term != 0 {
+		t.Fatalf("observed %+v, want nobody", ld)
+	}
+	if err := srv.Client(t).Do(ctx, "ACL", "SETUSER", "dlock", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ld, ok := <-seen:
+		if ok {
+			t.Fatalf("observed %+v while the channel rule is gone", ld)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Observe's channel still open 5s after Redis refused its subscription (NOPERM)")
+	}
+}

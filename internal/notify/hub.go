@@ -612,11 +612,13 @@ func (h *Hub) moved(sh *shard) bool {
 func (h *Hub) refuse(sh *shard, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for name, ch := range h.chans {
+	for _, ch := range h.chans {
 		if ch.shard == sh && ch.subscribed && !ch.confirmed && ch.refusal == nil {
 			ch.refusal = err
-			delete(h.chans, name)
-			ch.settle()
+			// Detached and woken: a waiter registered before (subscribed
+			// again after its connection broke) learns of the refusal by
+			// subscribing again, instead of sleeping on a dead channel.
+			h.detach(ch)
 		}
 	}
 }
