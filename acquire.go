@@ -303,9 +303,15 @@ func noReply(pending <-chan struct{}, trouble error) error {
 // script did not run; a closed client, or a call that never had a worker,
 // sent nothing.
 func unanswered(err error) bool {
-	var reply redis.Error
-	return err != nil && !errors.As(err, &reply) && !errors.Is(err, ErrNoMember) && !errors.Is(err, redis.ErrClosed) &&
+	return err != nil && !isReply(err) && !errors.Is(err, ErrNoMember) && !errors.Is(err, redis.ErrClosed) &&
 		!errors.Is(err, errNotSent)
+}
+
+// isReply reports whether err is an error reply from Redis: the command
+// did not run.
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }
 
 // transient reports whether an error may pass by itself: a network

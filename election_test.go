@@ -558,27 +558,13 @@ func TestLeadershipZero(t *testing.T) {
 	}
 }
 
-// busyFor keeps srv answering BUSY for d (a script that runs long, past a
-// busy-reply-threshold of 50ms), then kills the script and waits until
-// Redis answers again.
+// busyFor keeps srv answering BUSY for d (see redistest.Server.Busy),
+// then waits until Redis answers again.
 func busyFor(t *testing.T, srv *redistest.Server, d time.Duration) {
 	t.Helper()
-	ctx := t.Context()
-	admin := srv.Client(t)
-	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
-		t.Fatal(err)
-	}
-	busy := func() bool { return redis.HasErrorPrefix(admin.Ping(ctx).Err(), "BUSY") }
-	go srv.Client(t).Eval(context.WithoutCancel(ctx), "while true do end", nil)
-	for !busy() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	end := srv.Busy(t)
 	time.Sleep(d)
-	// SCRIPT KILL may return before the script has stopped.
-	for busy() {
-		admin.Do(ctx, "SCRIPT", "KILL")
-		time.Sleep(10 * time.Millisecond)
-	}
+	end()
 }
 
 // TestObserveSurvivesBusy: a script that runs long for a while (BUSY

@@ -424,6 +424,18 @@ type stepHook struct {
 	act func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
 }
 
+// stepped returns a client of srv, made with opts, whose commands go
+// through a new stepHook, and the hook.
+func stepped(t *testing.T, srv *redistest.Server, opts ...dlock.Option) (*dlock.Client, *stepHook) {
+	t.Helper()
+	h := &stepHook{}
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb, opts...)
+	t.Cleanup(func() { c.Close() })
+	return c, h
+}
+
 func (h *stepHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next

@@ -546,11 +546,7 @@ func TestLostReleaseReplyRetriedByGoRedis(t *testing.T) {
 // release is sent once: a dial error means it never reached Redis).
 func TestReleaseNeverSentThenGoneIsLost(t *testing.T) {
 	srv, ctx := serve(t)
-	h := &stepHook{}
-	rdb := srv.Client(t)
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	c, h := stepped(t, srv)
 	other, _, _ := newClient(t, srv)
 	l, err := c.Mutex("g", dlock.WithTTL(20*time.Second)).TryLock(ctx)
 	if err != nil {

@@ -244,17 +244,7 @@ func TestShortHandOffEndsWithItsTTL(t *testing.T) {
 				if l == nil {
 					return
 				}
-				receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
-				at := time.Now()
-				err := eventually(ctx, time.Second, func() error {
-					if st := statusOf(t, lock); st.Held {
-						return fmt.Errorf("still held %v after its lease of TTL %v was lost (TTL left %v)", time.Since(at), ttl, st.TTL)
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				endsWithItsTTL(t, ctx, lock, l, ttl)
 			})
 		}
 	}
@@ -838,17 +828,27 @@ func TestHandOffAfterLostJoinReplyEndsWithItsTTL(t *testing.T) {
 			if l == nil {
 				return
 			}
-			receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
-			at := time.Now()
-			err := eventually(ctx, time.Second, func() error {
-				if st := statusOf(t, lock); st.Held {
-					return fmt.Errorf("still held %v after its lease of TTL %v was lost (TTL left %v)", time.Since(at), ttl, st.TTL)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			endsWithItsTTL(t, ctx, lock, l, ttl)
 		})
+	}
+}
+
+// endsWithItsTTL waits for l, a lease of ttl that is not renewed, to be
+// lost, and then for lock to be free within a second: its holder gone,
+// the lock is not kept past its TTL.
+func endsWithItsTTL(t *testing.T, ctx context.Context, lock interface {
+	Status(context.Context) (dlock.Status, error)
+}, l *dlock.Lease, ttl time.Duration) {
+	t.Helper()
+	receive(t, l.Lost(), fmt.Sprintf("the Lost() of a lease of TTL %v, not renewed", ttl))
+	at := time.Now()
+	err := eventually(ctx, time.Second, func() error {
+		if st := statusOf(t, lock); st.Held {
+			return fmt.Errorf("still held %v after its lease of TTL %v was lost (TTL left %v)", time.Since(at), ttl, st.TTL)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -312,7 +312,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 	var deadline time.Time
 	var ttl time.Duration
 	var alarm *time.Timer
-	alarmed := make(chan struct{}) // closed once the alarm has marked the loss
+	var alarmed chan struct{} // closed once the alarm has marked the loss
 	if l.wd != nil {
 		// Stopped first, so that no renewal can race the release and
 		// report a loss that Unlock itself caused; until the release is
@@ -325,6 +325,7 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		if !time.Now().Before(deadline) {
 			reason = lostBy(l.wd.Lapse())
 		}
+		alarmed = make(chan struct{})
 		alarm = time.AfterFunc(time.Until(deadline), func() { defer close(alarmed); l.markLost(reason) })
 	}
 	ok, err := l.sendRelease(ctx)
@@ -399,8 +400,7 @@ func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
 		if err == nil || !transient(err) {
 			return ok, err
 		}
-		var refused redis.Error
-		if errors.As(err, &refused) {
+		if isReply(err) { // refused for now
 			if time.Since(start) >= releaseRefusedFor {
 				return ok, err
 			}

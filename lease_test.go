@@ -477,11 +477,7 @@ func TestRefreshAfterUnlockIsErrLost(t *testing.T) {
 // Unlock is nil (the release happened).
 func TestRefreshAfterFailedUnlock(t *testing.T) {
 	srv, ctx := serve(t)
-	h := &stepHook{}
-	rdb := srv.Client(t)
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	c, h := stepped(t, srv)
 	// Scripts loaded, so that the release below runs at its first EVALSHA.
 	mustUnlock(t, mustTake(t, ctx, c.Mutex("rf", dlock.WithTTL(5*time.Second)).TryLock))
 	l := mustTake(t, ctx, c.Mutex("rf", dlock.WithTTL(5*time.Second)).TryLock)
@@ -518,11 +514,7 @@ func TestRefreshAfterFailedUnlock(t *testing.T) {
 // TestReleaseNeverSentThenGoneIsLost, not a release.
 func TestNeverSentThenBackgroundGoneIsLost(t *testing.T) {
 	srv, ctx := serve(t)
-	h := &stepHook{}
-	rdb := srv.Client(t)
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	c, h := stepped(t, srv)
 	other, _, _ := newClient(t, srv)
 	l := mustTake(t, ctx, c.Mutex("ns", dlock.WithTTL(20*time.Second)).TryLock)
 	var forced atomic.Bool
@@ -553,11 +545,7 @@ func TestNeverSentThenBackgroundGoneIsLost(t *testing.T) {
 // the lease is "no longer renewed". A Refresh then must not renew it.
 func TestRefreshAfterFailedUnlockRenewsNothing(t *testing.T) {
 	srv, ctx := serve(t)
-	h := &stepHook{}
-	rdb := srv.Client(t)
-	rdb.AddHook(h)
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	c, h := stepped(t, srv)
 	l := mustTake(t, ctx, c.Mutex("rn", dlock.WithTTL(2*time.Second)).TryLock)
 	h.arm(l.Token(), func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if release && i < 4 {
@@ -672,14 +660,10 @@ func TestUnlockReplyAtDeadline(t *testing.T) {
 // told of, when it came before the watchdog had told its own).
 func TestHungRefreshLostReason(t *testing.T) {
 	srv, ctx := serve(t)
-	h := &stepHook{}
-	rdb := srv.Client(t)
-	rdb.AddHook(h)
 	reasons := make(chan dlock.LostReason, 1)
-	c := dlock.New(rdb, dlock.WithHooks(dlock.Hooks{LeaseEnd: func(_ context.Context, _ dlock.LeaseInfo, _ time.Duration, lost dlock.LostReason) {
+	c, h := stepped(t, srv, dlock.WithHooks(dlock.Hooks{LeaseEnd: func(_ context.Context, _ dlock.LeaseInfo, _ time.Duration, lost dlock.LostReason) {
 		reasons <- lost
 	}}))
-	t.Cleanup(func() { c.Close() })
 	m := c.Mutex("hung", dlock.WithTTL(100*time.Millisecond), dlock.WithAutoRefresh(false))
 	const n = 100
 	got := map[dlock.LostReason]int{}

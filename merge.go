@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -240,8 +239,7 @@ func slotKeys(calls []scriptCall, order []int) []string {
 func split(run *redis.Cmd, w wire, cmds []*redis.Cmd) (alone []int) {
 	parts := w.parts
 	replies, err := run.Slice()
-	var refused redis.Error
-	if errors.As(err, &refused) && err != redis.Nil {
+	if isReply(err) && err != redis.Nil {
 		return parts
 	}
 	if err == nil {

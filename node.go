@@ -44,8 +44,7 @@ func (n *node) ready() bool {
 // record notes the outcome of an operation: a failure to get an answer
 // (not an error reply from Redis) rests the node.
 func (n *node) record(err error) {
-	var reply redis.Error
-	if err != nil && errors.As(err, &reply) {
+	if isReply(err) {
 		return
 	}
 	n.mu.Lock()

@@ -1034,64 +1034,40 @@ func TestReaderWokenAfterHandedWriterDies(t *testing.T) {
 // TestReaderWokenAfterFlush: a reader waits behind a writer that
 // never expires; the writer's key vanishes (FLUSHALL) with no release
 // announced. Writers waiting notice at their next heartbeat; the reader,
-// which has none, must not sleep for ever either.
+// which has none, must not sleep for ever either: it looks again every
+// 3s (README), also when its stall timeout is longer.
 func TestReaderWokenAfterFlush(t *testing.T) {
-	srv, ctx := serve(t)
-	c, rdb, _ := newClient(t, srv)
-	c3, _, _ := newClient(t, srv)
-	mustTake(t, ctx, c.RWMutex("f", dlock.WithNoExpiry()).Lock)
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	read := make(chan error, 1)
-	go func() {
-		l, err := c3.RWMutex("f").RLock(rctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		read <- err
-	}()
-	time.Sleep(300 * time.Millisecond)
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatalf("reader: %v", err)
-		}
-	case <-time.After(6 * time.Second):
-		t.Fatal("reader still waiting 6s after the lock was freed by FLUSHALL")
-	}
-}
-
-// TestReaderWithStallTimeoutRechecks: a reader behind a writer that
-// never expires looks again every 3s (README) also when its stall timeout
-// is longer, instead of sleeping until that.
-func TestReaderWithStallTimeoutRechecks(t *testing.T) {
-	srv, ctx := serve(t)
-	c, rdb, _ := newClient(t, srv)
-	c3, _, _ := newClient(t, srv)
-	mustTake(t, ctx, c.RWMutex("f", dlock.WithNoExpiry()).Lock)
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	read := make(chan error, 1)
-	go func() {
-		l, err := c3.RWMutex("f", dlock.WithStallTimeout(time.Minute)).RLock(rctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		read <- err
-	}()
-	time.Sleep(300 * time.Millisecond)
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatalf("reader: %v", err)
-		}
-	case <-time.After(6 * time.Second):
-		t.Fatal("reader (stall timeout 1m) still waiting 6s after the lock was freed by FLUSHALL")
+	for name, opts := range map[string][]dlock.LockOption{
+		"no stall timeout":    nil,
+		"stall timeout of 1m": {dlock.WithStallTimeout(time.Minute)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			c, rdb, _ := newClient(t, srv)
+			c3, _, _ := newClient(t, srv)
+			mustTake(t, ctx, c.RWMutex("f", dlock.WithNoExpiry()).Lock)
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			read := make(chan error, 1)
+			go func() {
+				l, err := c3.RWMutex("f", opts...).RLock(rctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				read <- err
+			}()
+			time.Sleep(300 * time.Millisecond)
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-read:
+				if err != nil {
+					t.Fatalf("reader: %v", err)
+				}
+			case <-time.After(6 * time.Second):
+				t.Fatal("reader still waiting 6s after the lock was freed by FLUSHALL")
+			}
+		})
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/cli"
 	"github.com/go-dlock/dlock/internal/redistest"
@@ -580,21 +578,9 @@ func TestStatusFreeNamePrintable(t *testing.T) {
 func TestBusyRedisIsUnavailable(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	admin := srv.Client(t)
-	ctx := t.Context()
-	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
-		t.Fatal(err)
-	}
-	busy := func() bool { return redis.HasErrorPrefix(admin.Ping(ctx).Err(), "BUSY") }
-	go srv.Client(t).Eval(context.WithoutCancel(ctx), "while true do end", nil)
-	for !busy() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	end := srv.Busy(t)
 	code, _, stderr := dl(t, srv, "run", "-n", "job", "--", "true")
-	for busy() {
-		admin.Do(ctx, "SCRIPT", "KILL")
-		time.Sleep(10 * time.Millisecond)
-	}
+	end()
 	if code != cli.ExitUnavailable {
 		t.Errorf("run on a busy Redis exited %d (%s); want %d", code, strings.TrimSpace(stderr), cli.ExitUnavailable)
 	}

@@ -129,10 +129,11 @@ func (e *env) connectRedlock(ctx context.Context, opts []*redis.Options) (*dlock
 	seen := map[string]int{}
 	for i, o := range opts {
 		// One server counted twice would make a majority of fewer.
-		if j, dup := seen[o.Network+" "+o.Addr]; dup {
+		server := o.Network + " " + o.Addr
+		if j, dup := seen[server]; dup {
 			return nil, nil, usage("--redlock: Redis %d of %d is Redis %d again (%s): one server would count twice", i+1, len(opts), j+1, o.Addr)
 		}
-		seen[o.Network+" "+o.Addr] = i
+		seen[server] = i
 	}
 	rdbs := make([]redis.UniversalClient, len(opts))
 	for i, o := range opts {

@@ -13,10 +13,9 @@ type watch struct {
 	ttl      time.Duration // of the next renewal
 	deadline time.Time     // when the lease is declared lost unless renewed
 	next     time.Time     // when the next automatic renewal is due
-	// uncertain is the smallest TTL sent by a renewal that failed since
-	// the last success: Redis may have applied it, even after a later
-	// write.
-	uncertain time.Duration
+	// failed says a renewal failed since the last success (a loss at the
+	// deadline is then ErrUnconfirmed; see expiry).
+	failed bool
 	// unsettled is the smallest TTL sent by any renewal whose outcome was
 	// never known (it failed, or was abandoned), however long ago: sent
 	// before a later success, it may still reach Redis after it, over
@@ -219,7 +218,7 @@ func (s *state) settle(w *watch, err error) {
 		if w.unsettled > 0 {
 			t = min(t, w.unsettled)
 		}
-		w.deadline, w.uncertain, w.first = w.d.bound(r.sent, t), 0, false
+		w.deadline, w.failed, w.first = w.d.bound(r.sent, t), false, false
 		// Due a third of the way through the TTL this success counts
 		// for, which may be shorter than the TTL of later renewals (a
 		// failed shorter write, or a longer Refresh queued behind r).
@@ -235,9 +234,7 @@ func (s *state) settle(w *watch, err error) {
 		s.lose(w, err)
 		return
 	default:
-		if w.uncertain == 0 || r.ttl < w.uncertain {
-			w.uncertain = r.ttl
-		}
+		w.failed = true
 		if w.unsettled == 0 || r.ttl < w.unsettled {
 			w.unsettled = r.ttl
 		}
@@ -317,7 +314,7 @@ func (s *state) lose(w *watch, cause error) {
 // renewal is in flight or failed since the last confirmed, else
 // ErrExpired.
 func (w *watch) expiry() error {
-	if w.inflight != nil || w.uncertain > 0 {
+	if w.inflight != nil || w.failed {
 		return ErrUnconfirmed
 	}
 	return ErrExpired

@@ -942,59 +942,37 @@ func (f *batchFunc) Renew(ctx context.Context, rs []watchdog.Renewal) []error { 
 // apply the failed write after it): the deadline is then near, so the
 // next renewal must come before it. It must not be scheduled a third of
 // the new, longer TTL later, past that deadline, losing a lease that
-// Redis holds.
+// Redis holds; and if that renewal fails once, it is retried before the
+// (shorter) deadline, not a tenth of the longer TTL later.
 func TestLongerRefreshAfterFailedShorterKeepsLease(t *testing.T) {
 	t.Parallel()
-	const ttl, shorter, longer = time.Second, 300 * time.Millisecond, 6 * time.Second
-	r := newRecorder()
-	var n atomic.Int32
-	w := r.watch(time.Now(), ttl, true, func(ctx context.Context, ttl time.Duration) error {
-		r.renewCalled(ctx, ttl)
-		if n.Add(1) == 1 {
-			return errTransient // the shorter Refresh: its reply was lost
-		}
-		return nil
-	})
-	defer stopWithin(t, w, time.Second)
-	if err := result(t, refreshAsync(w, context.Background(), shorter), time.Second); !errors.Is(err, errTransient) {
-		t.Fatalf("Refresh(%v): %v, want Renew's error", shorter, err)
-	}
-	if err := result(t, refreshAsync(w, context.Background(), longer), time.Second); err != nil {
-		t.Fatalf("Refresh(%v): %v", longer, err)
-	}
-	if at, lost := r.waitLost(2 * time.Second); lost {
-		calls, _ := r.snapshot()
-		t.Fatalf("lease declared lost %v after a successful Refresh to %v, every renewal succeeding (renewals: %d)",
-			at.Sub(calls[1].at), longer, len(calls))
-	}
-}
-
-// TestLongerRefreshAfterFailedShorterRetriesInTime: as above, with the
-// first automatic renewal after the longer Refresh
-// failing once: it is retried before the (shorter) deadline, not a tenth
-// of the longer TTL later.
-func TestLongerRefreshAfterFailedShorterRetriesInTime(t *testing.T) {
-	t.Parallel()
-	const ttl, shorter, longer = time.Second, 300 * time.Millisecond, 6 * time.Second
-	r := newRecorder()
-	var n atomic.Int32
-	w := r.watch(time.Now(), ttl, true, func(ctx context.Context, ttl time.Duration) error {
-		r.renewCalled(ctx, ttl)
-		switch n.Add(1) {
-		case 1, 3: // the shorter Refresh, then the first automatic renewal after the longer one
-			return errTransient
-		}
-		return nil
-	})
-	defer stopWithin(t, w, time.Second)
-	if err := result(t, refreshAsync(w, context.Background(), shorter), time.Second); !errors.Is(err, errTransient) {
-		t.Fatalf("Refresh(%v): %v, want Renew's error", shorter, err)
-	}
-	if err := result(t, refreshAsync(w, context.Background(), longer), time.Second); err != nil {
-		t.Fatalf("Refresh(%v): %v", longer, err)
-	}
-	if at, lost := r.waitLost(2 * time.Second); lost {
-		calls, _ := r.snapshot()
-		t.Fatalf("lease declared lost %v after a successful Refresh to %v (renewals: %d)", at.Sub(calls[1].at), longer, len(calls))
+	for name, failing := range map[string][]int32{
+		"every renewal after succeeding":                 {1},
+		"the first automatic renewal after failing once": {1, 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const ttl, shorter, longer = time.Second, 300 * time.Millisecond, 6 * time.Second
+			r := newRecorder()
+			var n atomic.Int32
+			w := r.watch(time.Now(), ttl, true, func(ctx context.Context, ttl time.Duration) error {
+				r.renewCalled(ctx, ttl)
+				if slices.Contains(failing, n.Add(1)) { // the first: the shorter Refresh, its reply lost
+					return errTransient
+				}
+				return nil
+			})
+			defer stopWithin(t, w, time.Second)
+			if err := result(t, refreshAsync(w, context.Background(), shorter), time.Second); !errors.Is(err, errTransient) {
+				t.Fatalf("Refresh(%v): %v, want Renew's error", shorter, err)
+			}
+			if err := result(t, refreshAsync(w, context.Background(), longer), time.Second); err != nil {
+				t.Fatalf("Refresh(%v): %v", longer, err)
+			}
+			if at, lost := r.waitLost(2 * time.Second); lost {
+				calls, _ := r.snapshot()
+				t.Fatalf("lease declared lost %v after a successful Refresh to %v (renewals: %d)", at.Sub(calls[1].at), longer, len(calls))
+			}
+		})
 	}
 }
