@@ -416,7 +416,7 @@ func faultWorker() int {
 
 // stepHook runs act for every script command carrying tok (set once the
 // lease exists); act gets the command's ordinal among them and whether it
-// is a release (it names the publish command).
+// is a release (an argument names the publish command).
 type stepHook struct {
 	mu  sync.Mutex
 	tok string
@@ -454,7 +454,7 @@ func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if !has || act == nil {
 			return next(ctx, cmd)
 		}
-		release := slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return strings.HasSuffix(strings.ToLower(s), "publish") })
+		release := slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return strings.Contains(strings.ToLower(s), "publish") })
 		return act(i, release, ctx, cmd, next)
 	}
 }

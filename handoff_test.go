@@ -199,6 +199,49 @@ func TestHandOffInOneMessage(t *testing.T) {
 	}
 }
 
+// TestHandOffMessageOnItsChannel: a release hands the lock over with one
+// message on the lock's release channel, whatever bytes the prefix and
+// the name hold (the release reads the channel out of an argument that
+// also carries the publish command): checked with a pattern subscription
+// that sees every message, for the kinds whose releases read it so.
+func TestHandOffMessageOnItsChannel(t *testing.T) {
+	const prefix, name = "a prefix", "sp ace\nnul\x00{tag} end"
+	for _, k := range queuedKinds {
+		kind := queuedKeyKind[k.name]
+		if kind != keys.KindMutex && kind != keys.KindFair && kind != keys.KindElect {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			holderC, rdb, _ := newClient(t, srv, dlock.WithPrefix(prefix))
+			waiterC, _, _ := newClient(t, srv, dlock.WithPrefix(prefix))
+			lock := k.get(holderC, name)
+			h := mustTake(t, ctx, lock.Lock)
+			got := takeAndRelease(ctx, k.get(waiterC, name).Lock)
+			waitQueued(t, lock, 1)
+			time.Sleep(5 * time.Millisecond) // a Mutex's first waiter must have waited over 1ms
+
+			all := rdb.PSubscribe(ctx, "*")
+			defer all.Close()
+			if _, err := all.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mustUnlock(t, h)
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			want := keys.For(prefix, kind, name).Channel()
+			msg, err := all.ReceiveTimeout(ctx, 5*time.Second)
+			if err != nil {
+				t.Fatalf("no message after the release: %v", err)
+			}
+			if m, ok := msg.(*redis.Message); !ok || m.Channel != want {
+				t.Errorf("first message after the release: %#v; want one on %q", msg, want)
+			}
+		})
+	}
+}
+
 // TestShortHandOffEndsWithItsTTL: a release that hands the lock to a
 // waiter keeps it for the waiter's liveness timeout (3s) until the
 // waiter's first renewal sets its TTL. With a TTL under that and no

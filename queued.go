@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,14 +43,38 @@ func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
 	return q
 }
 
-// starve is how long the first waiter may wait before newcomers must
-// queue behind it (see queue_acquire.lua): mutexStarve for a Mutex, 0 (at
-// once) for a FairMutex.
-func (q *queued) starve() time.Duration {
-	if q.kind == kindMutex {
-		return mutexStarve
+// The scripts' starve_us: how long the first waiter may wait before
+// newcomers must queue behind it (see queue_acquire.lua), mutexStarve for
+// a Mutex, 0 (at once) for the others. A try's third argument is
+// "<join> <liveness ms> <starve µs>" by join mode (joinNever, joinQueue),
+// one argument that Redis reads only off the common path.
+var (
+	mutexStarveArg    = strconv.FormatInt(mutexStarve.Microseconds(), 10)
+	mutexTry, fairTry = tryArgs(mutexStarveArg), tryArgs("0")
+)
+
+// tryArgs returns a try's third argument for each join mode.
+func tryArgs(starve string) (w [2]string) {
+	for join := range w {
+		w[join] = fmt.Sprint(join, " ", millis(queueLiveness), " ", starve)
 	}
-	return 0
+	return w
+}
+
+// starveArg is the lock's starve_us, as its scripts read it.
+func (q *queued) starveArg() string {
+	if q.kind == kindMutex {
+		return mutexStarveArg
+	}
+	return "0"
+}
+
+// tryArg is a try's third argument for join mode join.
+func (q *queued) tryArg(join int) string {
+	if q.kind == kindMutex {
+		return mutexTry[join]
+	}
+	return fairTry[join]
 }
 
 func (q *queued) acquire(ctx context.Context, block bool) (*Lease, error) {
@@ -78,8 +104,11 @@ func (q *queued) tryScript(a *acquisition, tok string, join int) scriptCall {
 	if join == joinBeat {
 		return scriptCall{queueBeat, q.kl, []any{tok, millis(queueLiveness)}}
 	}
-	return scriptCall{queueAcquire, q.kl, append([]any{tok, millis(q.cfg.ttl), a.meta, join,
-		millis(queueLiveness), q.starve().Microseconds()}, q.announce...)}
+	args := []any{tok, millis(q.cfg.ttl), q.tryArg(join)}
+	if a.meta != "" || q.announce != nil {
+		args = append(args, a.meta)
+	}
+	return scriptCall{queueAcquire, q.kl, append(args, q.announce...)}
 }
 
 func (q *queued) parseTry(reply any, err error) (attempt, error) { return parseAttempt(reply, err) }
@@ -97,7 +126,10 @@ func (q *queued) release(ctx context.Context, tok string) (bool, error) {
 // handOver runs a script that lets tok's hold on the lock go, handing the
 // lock to the first waiter (queue_release, queue_leave), once (see once).
 func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
-	args := []any{tok, q.c.hub.PublishCommand(), q.keys.Channel(), q.starve().Microseconds()}
+	// How to hand the lock over, one argument that Redis reads only when
+	// somebody waits; made here rather than kept, so that a lock handle
+	// stays small.
+	args := []any{tok, q.starveArg() + " " + q.c.hub.PublishCommand() + " " + q.keys.Channel()}
 	if q.announce != nil {
 		args = append(args, 1) // a hand-over announces itself
 	}

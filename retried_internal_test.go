@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,39 @@ func TestTryAgainNeverShortensALease(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestPackedArgumentOfUnknownForm: a try's or a leave's packed argument
+// (see queue_acquire.lua, wake_args) of a form the script does not know
+// fails the script before it writes anything: the holder keeps the lock
+// and the waiter its place, rather than a blocking try that silently
+// never joins or a leave that frees the lock and hands it to nobody.
+func TestPackedArgumentOfUnknownForm(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	c := New(rdb)
+	t.Cleanup(func() { c.Close() })
+	q := c.queued(kindMutex, "packed", nil)
+	held, err := c.Mutex("packed").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	tok := held.token
+	bad := "1 3000" // a try's argument without starve_us
+	if err := q.run(ctx, queueAcquire, "other", "30000", bad).Err(); err == nil || !strings.Contains(err.Error(), "unknown form") {
+		t.Errorf("try with %q: %v; want the script to fail", bad, err)
+	}
+	if n := rdb.Exists(ctx, q.keys.Part("queue")).Val(); n != 0 {
+		t.Errorf("the failed try queued its caller")
+	}
+	bad = "1000 PUBLISH" // a leave's argument without the channel
+	if err := q.run(ctx, queueLeave, tok, bad).Err(); err == nil || !strings.Contains(err.Error(), "unknown form") {
+		t.Errorf("leave with %q: %v; want the script to fail", bad, err)
+	}
+	if v := rdb.Get(ctx, q.keys.Key()).Val(); !strings.HasPrefix(v, tok+" ") {
+		t.Errorf("after the failed leave the owner key holds %q; want the holder's", v)
 	}
 }

@@ -11,14 +11,16 @@
 -- KEYS[5]  waiter metadata: hash token -> metadata
 -- ARGV[1]  token
 -- ARGV[2]  lease TTL in ms; 0 = the lease never expires
--- ARGV[3]  metadata
--- ARGV[4]  1 to join the queue when not granted (Lock), 0 not to
---          (TryLock); a queued waiter's heartbeat is queue_beat.lua
--- ARGV[5]  waiter liveness timeout in ms
--- ARGV[6]  starve_us: how long the first waiter may wait before newcomers
---          must queue behind it; 0 = at once (FairMutex)
--- ARGV[7]  (Election only) publish command: PUBLISH, or SPUBLISH on Redis
---          Cluster; ARGV[8] the channel on which a lock taken is announced
+-- ARGV[3]  "<join> <liveness> <starve_us>", read only off the common path
+--          (each argument costs Redis more to read than a match on
+--          one): join 1 to join the queue when not granted (Lock), 0 not
+--          to (TryLock; a queued waiter's heartbeat is queue_beat.lua);
+--          liveness, the waiter liveness timeout in ms; starve_us, how
+--          long the first waiter may wait before newcomers must queue
+--          behind it, 0 = at once (FairMutex)
+-- ARGV[4]  metadata; absent: none
+-- ARGV[5]  (Election only) publish command: PUBLISH, or SPUBLISH on Redis
+--          Cluster; ARGV[6] the channel on which a lock taken is announced
 --          by "leader", for those who follow its holder
 -- Returns  the fence (> 0), bare, as a decimal string, when taken (also
 --          when this token already holds it: a try may be sent again
@@ -27,15 +29,15 @@
 --           woken), holder's fence (as the decimal string read; 0 when
 --           free but another waiter is first), server time in µs (a
 --           hand-off to this token dated before it was void by now)}.
-local tok, ttl, join = ARGV[1], ARGV[2], ARGV[4]
+local tok, ttl, meta = ARGV[1], ARGV[2], ARGV[4] or ''
 
 -- announce_taken is the reply of a try that took the lock with fence,
 -- announced first when the caller asked. The lock is taken by then, so
 -- a refused announcement (an ACL without PUBLISH) must not fail the
 -- script: the caller would not know it holds the lock.
 local function announce_taken(fence)
-  if ARGV[8] then
-    redis.pcall(ARGV[7], ARGV[8], 'leader')
+  if ARGV[6] then
+    redis.pcall(ARGV[5], ARGV[6], 'leader')
   end
   return fence
 end
@@ -43,17 +45,21 @@ end
 -- The common case, nobody waiting: one SET NX takes a free lock.
 local queued = redis.call('EXISTS', KEYS[3]) == 1
 local clock = clock_us()
-local fence, holder, hfence = claim(KEYS[1], KEYS[2], tok, ARGV[3], ttl, clock, not queued)
+local fence, holder, hfence = claim(KEYS[1], KEYS[2], tok, meta, ttl, clock, not queued)
 if fence then
   return announce_taken(fence)
 end
 -- @helpers
+local join, live, starve_us = string.match(ARGV[3], '^(%d) (%d+) (%d+)$')
+if not join then
+  error('dlock: try argument of an unknown form: ' .. ARGV[3])
+end
 local now = tonumber(clock)
 if holder then
   -- Held by another: queue up when asked. The dead in the line are
   -- pruned when the lock is let go, before it is handed over.
   if join == '1' then
-    join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
+    join_queue(KEYS[3], KEYS[4], KEYS[5], tok, meta, now, tonumber(live))
   end
   return {0, redis.call('PTTL', KEYS[1]), hfence, now}
 end
@@ -64,15 +70,15 @@ if queued then
   head, order = first_waiter(KEYS[3])
 end
 head, order, deadline = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
-if may_take(head, order, tok, now, tonumber(ARGV[6])) then
+if may_take(head, order, tok, now, tonumber(starve_us)) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
     drop_waiters(KEYS[3], KEYS[4], KEYS[5], tok)
   end
-  return announce_taken(take_owner(KEYS[1], KEYS[2], tok, ARGV[3], ttl, clock))
+  return announce_taken(take_owner(KEYS[1], KEYS[2], tok, meta, ttl, clock))
 end
 if join == '1' then
-  join_queue(KEYS[3], KEYS[4], KEYS[5], tok, ARGV[3], now, tonumber(ARGV[5]))
+  join_queue(KEYS[3], KEYS[4], KEYS[5], tok, meta, now, tonumber(live))
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
 -- its liveness deadline. Past it already (more dead waiters lay ahead

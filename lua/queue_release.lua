@@ -5,35 +5,33 @@
 -- KEYS[2]  the last fence
 -- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata
 -- ARGV[1]  token of the lease
--- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[3]  the release channel
--- ARGV[4]  starve_us: the lock is freed rather than handed over while the
---          first waiter has waited less (Mutex); 0 = hand over at once
--- ARGV[5]  (Election only) set to announce a lock left free by "leader"
+-- ARGV[2]  "<starve_us> <publish> <channel>", read only when somebody
+--          waits (each argument costs Redis more to read than a match on
+--          one): starve_us, how long the first waiter must have waited
+--          for the lock to be handed over rather than freed (Mutex; 0 =
+--          hand over at once); publish, the command to wake waiters with,
+--          PUBLISH or SPUBLISH on Redis Cluster; channel, the release
+--          channel (last: it may hold spaces)
+-- ARGV[3]  (Election only) set to announce a lock left free by "leader"
 --          on the channel, for those who follow its holder (a hand-over
 --          is announced by its own message)
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
 if not owns(KEYS[1], ARGV[1]) then
   return 0
 end
-
--- freed is the reply of a release that leaves the lock free, announced
--- first when asked (a hand-over announces itself). The lock is released
--- by then: never fail on the announcement.
-local function freed()
+local queued = redis.call('EXISTS', KEYS[3]) == 1
+if not queued and not ARGV[3] then
   redis.call('DEL', KEYS[1])
-  if ARGV[5] then
-    redis.pcall(ARGV[2], ARGV[3], 'leader')
-  end
   return 1
-end
-
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  return freed()
 end
 -- @helpers
+local starve_us, publish, channel = wake_args(ARGV[2])
 -- A hand-over writes the owner key over the lease let go: no DEL first.
-if hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], tonumber(ARGV[4]), first_waiter(KEYS[3])) then
+if queued and hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], publish, channel, starve_us, first_waiter(KEYS[3])) then
   return 1
 end
-return freed()
+redis.call('DEL', KEYS[1])
+if ARGV[3] then
+  redis.pcall(publish, channel, 'leader') -- released: never fail on it
+end
+return 1

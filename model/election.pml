@@ -13,11 +13,11 @@
  * It mirrors, and must change with:
  *   lua/queue_acquire.lua   a try (Campaign), which takes a free lock, with
  *                           a new term, and announces it ("leader",
- *                           ARGV[7..8]), or joins the queue when refused
+ *                           ARGV[5..6]), or joins the queue when refused
  *   lua/queue_release.lua   Resign: the lock goes to a live waiter
  *                           (hand_over, whose message "<tok> <fence> <µs>"
  *                           wakes followers too), or is left free and
- *                           announced ("leader", ARGV[5])
+ *                           announced ("leader", ARGV[3])
  *   lua/queue_leave.lua     a campaigner that gives up, announcing a lock
  *                           it held and left free
  *   lua/owner_refresh.lua   a renewal (refresh_owner in lua/lib/owner.lua),

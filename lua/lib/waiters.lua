@@ -223,6 +223,21 @@ local function live_waiters(queue, alive, wmeta, now_ms)
   return out
 end
 
+-- wake_args splits the argument in which a release or a leave is told
+-- how to hand the lock over, "<starve_us> <publish> <channel>" (see
+-- queue_release.lua), into starve_us, a number, and the publish command
+-- and the channel. One argument rather than three: Redis reads each
+-- argument of every call, and most releases have nobody to hand to. An
+-- argument of another form fails the script, which callers read before
+-- they write anything.
+local function wake_args(s)
+  local starve_us, publish, channel = string.match(s, '^(%d+) (%S+) (.*)$')
+  if not channel then
+    error('dlock: hand-over argument of an unknown form: ' .. s)
+  end
+  return tonumber(starve_us), publish, channel
+end
+
 -- hand_over gives a lock its holder has just let go straight to the first
 -- live waiter, so that a hand-off costs one message: the waiter is made
 -- the holder, with a fence, until its liveness deadline (a granted waiter
