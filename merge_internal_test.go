@@ -401,7 +401,7 @@ func heldAndWaitingOn(tb testing.TB, client func() redis.UniversalClient, prefix
 		if r, err := a.try(ctx, tok); err != nil || r.ok {
 			tb.Fatalf("try of %s = %+v, %v; want queued", tok, r, err)
 		}
-		tries = append(tries, scriptCall{queueAcquire, q.kl, []any{tok, millis(time.Minute), mutexTry[joinQueue]}})
+		tries = append(tries, scriptCall{queueAcquire, q.kl, []any{tok, millis(time.Minute), mutexArgs.try[joinQueue]}})
 		beats = append(beats, a.beat(tok))
 	}
 	return renewals, tries, beats

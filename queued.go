@@ -43,38 +43,34 @@ func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
 	return q
 }
 
-// The scripts' starve_us: how long the first waiter may wait before
-// newcomers must queue behind it (see queue_acquire.lua), mutexStarve for
-// a Mutex, 0 (at once) for the others. A try's third argument is
-// "<join> <liveness ms> <starve µs>" by join mode (joinNever, joinQueue),
-// one argument that Redis reads only off the common path.
-var (
-	mutexStarveArg    = strconv.FormatInt(mutexStarve.Microseconds(), 10)
-	mutexTry, fairTry = tryArgs(mutexStarveArg), tryArgs("0")
-)
-
-// tryArgs returns a try's third argument for each join mode.
-func tryArgs(starve string) (w [2]string) {
-	for join := range w {
-		w[join] = fmt.Sprint(join, " ", millis(queueLiveness), " ", starve)
-	}
-	return w
+// queueArgs are the arguments of a kind's scripts that Redis reads only
+// off their common path: its starve_us, how long the first waiter may
+// wait before newcomers must queue behind it (see queue_acquire.lua),
+// and a try's third argument, "<join> <liveness ms> <starve µs>", by join
+// mode (joinNever, joinQueue).
+type queueArgs struct {
+	starve string
+	try    [2]string
 }
 
-// starveArg is the lock's starve_us, as its scripts read it.
-func (q *queued) starveArg() string {
-	if q.kind == kindMutex {
-		return mutexStarveArg
+// mutexArgs are a Mutex's (starve_us mutexStarve), fairArgs the other
+// kinds' (0: at once).
+var mutexArgs, fairArgs = argsFor(mutexStarve), argsFor(0)
+
+func argsFor(starve time.Duration) (a queueArgs) {
+	a.starve = strconv.FormatInt(starve.Microseconds(), 10)
+	for join := range a.try {
+		a.try[join] = fmt.Sprint(join, " ", millis(queueLiveness), " ", a.starve)
 	}
-	return "0"
+	return a
 }
 
-// tryArg is a try's third argument for join mode join.
-func (q *queued) tryArg(join int) string {
+// args are the lock's queueArgs.
+func (q *queued) args() *queueArgs {
 	if q.kind == kindMutex {
-		return mutexTry[join]
+		return &mutexArgs
 	}
-	return fairTry[join]
+	return &fairArgs
 }
 
 func (q *queued) acquire(ctx context.Context, block bool) (*Lease, error) {
@@ -104,7 +100,7 @@ func (q *queued) tryScript(a *acquisition, tok string, join int) scriptCall {
 	if join == joinBeat {
 		return scriptCall{queueBeat, q.kl, []any{tok, millis(queueLiveness)}}
 	}
-	args := []any{tok, millis(q.cfg.ttl), q.tryArg(join)}
+	args := []any{tok, millis(q.cfg.ttl), q.args().try[join]}
 	if a.meta != "" || q.announce != nil {
 		args = append(args, a.meta)
 	}
@@ -129,7 +125,7 @@ func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *red
 	// How to hand the lock over, one argument that Redis reads only when
 	// somebody waits; made here rather than kept, so that a lock handle
 	// stays small.
-	args := []any{tok, q.starveArg() + " " + q.c.hub.PublishCommand() + " " + q.keys.Channel()}
+	args := []any{tok, q.args().starve + " " + q.c.hub.PublishCommand() + " " + q.keys.Channel()}
 	if q.announce != nil {
 		args = append(args, 1) // a hand-over announces itself
 	}
