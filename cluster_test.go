@@ -114,6 +114,30 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("scripts declare every key", func(t *testing.T) {
+		// A slot on the move makes Redis refuse a script whose declared
+		// key is missing, rather than let it read that key as gone (see
+		// TestQueuedScriptsSentTheirOwnerKeyAlone for a single Redis).
+		d := &declared{}
+		drdb := cl.Client(t)
+		drdb.AddHook(d)
+		dc := dlock.New(drdb)
+		defer dc.Close()
+		m := dc.Mutex("cluster-declared")
+		mustUnlock(t, mustTake(t, ctx, m.TryLock)) // loads the scripts
+		d.take()
+		mustUnlock(t, mustTake(t, ctx, m.TryLock))
+		sent := d.take()
+		if len(sent) != 2 {
+			t.Fatalf("%d scripts sent, want a try and a release", len(sent))
+		}
+		for i, n := range sent {
+			if n != 5 {
+				t.Errorf("script %d sent %d keys, want all five of a Mutex", i+1, n)
+			}
+		}
+	})
+
 	t.Run("wake on every shard", func(t *testing.T) {
 		// 12 names spread over the 3 masters; each waiter must be woken by
 		// its release long before the holder's 30s lease would end.

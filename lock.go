@@ -49,9 +49,13 @@ type lock struct {
 	name string
 	cfg  lockConfig
 	keys keys.Lock
-	// kl is the KEYS of every script of the kind: the main key, then the
-	// parts the kind was made with, in that order.
-	kl  []string
+	// kl is every key of the lock: the main key, then the parts the kind
+	// was made with, in that order.
+	kl []string
+	// sk is the KEYS the kind's scripts are sent: kl, or on a single
+	// Redis the main key alone when the scripts name the other keys from
+	// it (see namedKeys).
+	sk  []string
 	err error
 }
 
@@ -68,17 +72,32 @@ func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string)
 	for _, p := range parts {
 		l.kl = append(l.kl, l.keys.Part(p))
 	}
+	l.sk = l.kl
 	return l
+}
+
+// namedKeys makes the lock's scripts be sent its main key alone, on a
+// Client whose Redis is one server (a single node, or a Sentinel-managed
+// master): each key is an argument that costs Redis as much to read as a
+// command, and a script names the others it needs from the main key, as
+// keys.Lock.Part does (a key and ':' and the part). On a Cluster every
+// key stays declared, so that Redis refuses a script while a key of its
+// slot is on the move rather than let it read that key as missing (see
+// slotKeys). Only kinds whose scripts all name their keys may call it.
+func (l *lock) namedKeys() {
+	if _, one := l.c.rdb.(*redis.Client); one {
+		l.sk = l.kl[:1:1]
+	}
 }
 
 // run sends one of the lock's scripts; callers bound it (see bounded).
 func (l *lock) run(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
-	return s.Run(ctx, l.c.rdb, l.kl, args...)
+	return s.Run(ctx, l.c.rdb, l.sk, args...)
 }
 
 // runOnce is run for a script that must not run twice unseen (see once).
 func (l *lock) runOnce(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
-	return s.Run(ctx, once{l.c.rdb}, l.kl, args...)
+	return s.Run(ctx, once{l.c.rdb}, l.sk, args...)
 }
 
 // eval runs one of the lock's scripts for a public call that does op
@@ -87,7 +106,7 @@ func (l *lock) eval(ctx context.Context, op string, s *redis.Script, args ...any
 	if l.err != nil {
 		return nil, l.err
 	}
-	v, err := eval(ctx, l.c, s, (*redis.Cmd).Result, l.kl, args...)
+	v, err := eval(ctx, l.c, s, (*redis.Cmd).Result, l.sk, args...)
 	if err != nil {
 		return nil, l.fail(op, err)
 	}

@@ -3,6 +3,7 @@ package dlock
 import (
 	"io/fs"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -116,5 +117,81 @@ func TestNoScriptHandsRedisANumberLiteral(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// namedKeyScripts are the scripts sent their lock's main key alone on a
+// single Redis (lock.namedKeys), by file name prefix, with the parts
+// they name the other keys from, in the order of their KEYS.
+var namedKeyScripts = map[string][]string{
+	"queue_": queuedParts,
+	"elect_": queuedParts,
+}
+
+// namedKey is how such a script reads KEYS[n], n > 1: the declared key
+// (on a Cluster) or else the main key and ':' and the part, as
+// keys.Lock.Part makes it.
+var (
+	namedKey = regexp.MustCompile(`KEYS\[(\d+)\] or (owner|KEYS\[1\]) \.\. '(:\w+)'`)
+	anyKey   = regexp.MustCompile(`KEYS\[(\d+)\]`)
+)
+
+// TestScriptsNameTheKeysTheyAreNotSent checks that a script sent its
+// lock's main key alone on a single Redis reads each other key as the
+// declared one or the name keys.Lock.Part gives that part (a script that
+// read KEYS[3] bare would find nil there; one that named ':queu' would
+// keep its queue apart from the other scripts' and from a Cluster's).
+func TestScriptsNameTheKeysTheyAreNotSent(t *testing.T) {
+	names, err := fs.Glob(scriptFS, "*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, name := range names {
+		var parts []string
+		for prefix, p := range namedKeyScripts {
+			if strings.HasPrefix(name, prefix) {
+				parts = p
+			}
+		}
+		if parts == nil {
+			continue
+		}
+		src, err := lua.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		aliased := strings.Contains(src, "local owner = KEYS[1]\n")
+		for i, line := range strings.Split(src, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "--") {
+				continue
+			}
+			named := 0
+			for _, m := range namedKey.FindAllStringSubmatch(line, -1) {
+				n, _ := strconv.Atoi(m[1]) // digits, by the pattern
+				switch {
+				case n < 2 || n-2 >= len(parts):
+					t.Errorf("%s:%d: KEYS[%d] named, but the lock has no such key", name, i+1, n)
+				case m[3] != ":"+parts[n-2]:
+					t.Errorf("%s:%d: KEYS[%d] named %q, want %q", name, i+1, n, m[3], ":"+parts[n-2])
+				case m[2] == "owner" && !aliased:
+					t.Errorf("%s:%d: KEYS[%d] named from owner, which is not KEYS[1]", name, i+1, n)
+				}
+				named++
+			}
+			bare := 0
+			for _, m := range anyKey.FindAllStringSubmatch(line, -1) {
+				if m[1] != "1" {
+					bare++
+				}
+			}
+			if bare != named {
+				t.Errorf("%s:%d: reads a KEYS[n], n > 1, that it is not sent on a single Redis: %s", name, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no script checked")
 	}
 }

@@ -5,10 +5,13 @@
 -- Otherwise (when asked) queue the caller, or renew its place. Waiting
 -- order is arrival order at Redis; dead waiters are pruned.
 -- KEYS[1]  the owner key (see lib/owner.lua), expiring with the lease
--- KEYS[2]  the last fence
--- KEYS[3]  the queue: zset token -> arrival order (strictly rising)
--- KEYS[4]  liveness: zset token -> deadline (server ms)
--- KEYS[5]  waiter metadata: hash token -> metadata
+-- KEYS[2]  the last fence, the owner key and ':fence'
+-- KEYS[3]  the queue: zset token -> arrival order (strictly rising),
+--          ':queue'
+-- KEYS[4]  liveness: zset token -> deadline (server ms), ':alive'
+-- KEYS[5]  waiter metadata: hash token -> metadata, ':wmeta'
+--          KEYS[2] to KEYS[5] are declared on a Cluster only; on a single
+--          Redis the script names them from KEYS[1] (see queued.go)
 -- ARGV[1]  token
 -- ARGV[2]  lease TTL in ms; 0 = the lease never expires
 -- ARGV[3]  "<join> <liveness> <starve_us>", read only off the common path
@@ -42,14 +45,17 @@ local function announce_taken(fence)
   return fence
 end
 
+local owner = KEYS[1]
+local fence_key, queue = KEYS[2] or owner .. ':fence', KEYS[3] or owner .. ':queue'
 -- The common case, nobody waiting: one SET NX takes a free lock.
-local queued = redis.call('EXISTS', KEYS[3]) == 1
+local queued = redis.call('EXISTS', queue) == 1
 local clock = clock_us()
-local fence, holder, hfence = claim(KEYS[1], KEYS[2], tok, meta, ttl, clock, not queued)
+local fence, holder, hfence = claim(owner, fence_key, tok, meta, ttl, clock, not queued)
 if fence then
   return announce_taken(fence)
 end
 -- @helpers
+local alive, wmeta = KEYS[4] or owner .. ':alive', KEYS[5] or owner .. ':wmeta'
 local join, live, starve_us = string.match(ARGV[3], '^(%d) (%d+) (%d+)$')
 if not join then
   error('dlock: try argument of an unknown form: ' .. ARGV[3])
@@ -59,26 +65,26 @@ if holder then
   -- Held by another: queue up when asked. The dead in the line are
   -- pruned when the lock is let go, before it is handed over.
   if join == '1' then
-    join_queue(KEYS[3], KEYS[4], KEYS[5], tok, meta, now, tonumber(live))
+    join_queue(queue, alive, wmeta, tok, meta, now, tonumber(live))
   end
-  return {0, redis.call('PTTL', KEYS[1]), hfence, now}
+  return {0, redis.call('PTTL', owner), hfence, now}
 end
 -- @helpers
 local now_ms = math.floor(now / 1000)
 local head, order, deadline
 if queued then
-  head, order = first_waiter(KEYS[3])
+  head, order = first_waiter(queue)
 end
-head, order, deadline = live_first(KEYS[3], KEYS[4], KEYS[5], head, order, now_ms)
+head, order, deadline = live_first(queue, alive, wmeta, head, order, now_ms)
 if may_take(head, order, tok, now, tonumber(starve_us)) then
   if head then
     -- Leave the line if in it (a waiter that barged, or was first).
-    drop_waiters(KEYS[3], KEYS[4], KEYS[5], tok)
+    drop_waiters(queue, alive, wmeta, tok)
   end
-  return announce_taken(take_owner(KEYS[1], KEYS[2], tok, meta, ttl, clock))
+  return announce_taken(take_owner(owner, fence_key, tok, meta, ttl, clock))
 end
 if join == '1' then
-  join_queue(KEYS[3], KEYS[4], KEYS[5], tok, meta, now, tonumber(live))
+  join_queue(queue, alive, wmeta, tok, meta, now, tonumber(live))
 end
 -- Free, but another waiter is first: it takes the lock, or is pruned at
 -- its liveness deadline. Past it already (more dead waiters lay ahead

@@ -1,7 +1,8 @@
 -- queue_beat.lua: the heartbeat of a waiter queued for a Mutex, FairMutex
 -- or Election (see beat_queue). Batched form: queue_beats.lua.
 -- KEYS     as queue_acquire.lua's: [1] owner key, [2] last fence (unused),
---          [3] queue, [4] liveness, [5] waiter metadata
+--          [3] queue, [4] liveness, [5] waiter metadata; [2] to [5]
+--          declared on a Cluster only, else named from [1]
 -- ARGV[1]  the waiter's token
 -- ARGV[2]  waiter liveness timeout in ms
 -- Returns  {0, ms until it is worth trying again unasked (the holder's
@@ -12,5 +13,6 @@
 --          time in µs}
 local now = now_us()
 local now_ms, live = math.floor(now / 1000), tonumber(ARGV[2])
-local wait, fence = beat_queue(KEYS[1], redis.call('GET', KEYS[1]), KEYS[3], KEYS[4], KEYS[5], ARGV[1], live, now_ms, int(now_ms + live))
+local owner = KEYS[1]
+local wait, fence = beat_queue(owner, redis.call('GET', owner), KEYS[3] or owner .. ':queue', KEYS[4] or owner .. ':alive', KEYS[5] or owner .. ':wmeta', ARGV[1], live, now_ms, int(now_ms + live))
 return {0, wait, fence, now}

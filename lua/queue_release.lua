@@ -1,9 +1,9 @@
 -- queue_release.lua: release an exclusive lock with a queue of waiters
 -- (FairMutex, Mutex) if the token holds it, handing it to the first live
 -- waiter, if any (see hand_over in lib/waiters.lua).
--- KEYS[1]  the owner key
--- KEYS[2]  the last fence
--- KEYS[3]  the queue, KEYS[4] liveness, KEYS[5] waiter metadata
+-- KEYS     as queue_acquire.lua's: [1] the owner key, [2] the last fence,
+--          [3] the queue, [4] liveness, [5] waiter metadata; [2] to [5]
+--          declared on a Cluster only, else named from [1]
 -- ARGV[1]  token of the lease
 -- ARGV[2]  "<starve_us> <publish> <channel>", read only when somebody
 --          waits (each argument costs Redis more to read than a match on
@@ -16,21 +16,24 @@
 --          on the channel, for those who follow its holder (a hand-over
 --          is announced by its own message)
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
-if not owns(KEYS[1], ARGV[1]) then
+local owner = KEYS[1]
+if not owns(owner, ARGV[1]) then
   return 0
 end
-local queued = redis.call('EXISTS', KEYS[3]) == 1
+local queue = KEYS[3] or owner .. ':queue'
+local queued = redis.call('EXISTS', queue) == 1
 if not queued and not ARGV[3] then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', owner)
   return 1
 end
 -- @helpers
+local fence_key, alive, wmeta = KEYS[2] or owner .. ':fence', KEYS[4] or owner .. ':alive', KEYS[5] or owner .. ':wmeta'
 local starve_us, publish, channel = wake_args(ARGV[2])
 -- A hand-over writes the owner key over the lease let go: no DEL first.
-if queued and hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], publish, channel, starve_us, first_waiter(KEYS[3])) then
+if queued and hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us, first_waiter(queue)) then
   return 1
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', owner)
 if ARGV[3] then
   redis.pcall(publish, channel, 'leader') -- released: never fail on it
 end
