@@ -52,9 +52,14 @@ type lock struct {
 	// kl is every key of the lock: the main key, then the parts the kind
 	// was made with, in that order.
 	kl []string
-	// sk is the KEYS the kind's scripts are sent: kl, or on a single
-	// Redis the main key alone when the scripts name the other keys from
-	// it (see namedKeys).
+	// sk is the KEYS the kind's scripts are sent: on a Client whose Redis
+	// is one server (a *redis.Client: a single node, or a Sentinel-managed
+	// master) the main key alone, from which the scripts name the others
+	// as keys.Lock.Part does (see loadNaming), since each key sent costs
+	// Redis more to read than one named; elsewhere kl, every key declared,
+	// so that on a Cluster Redis refuses a script while a key of its slot
+	// is on the move rather than let it read that key as missing (see
+	// slotKeys).
 	sk  []string
 	err error
 }
@@ -73,21 +78,10 @@ func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string)
 		l.kl = append(l.kl, l.keys.Part(p))
 	}
 	l.sk = l.kl
-	return l
-}
-
-// namedKeys makes the lock's scripts be sent its main key alone, on a
-// Client whose Redis is one server (a single node, or a Sentinel-managed
-// master): each key is an argument that costs Redis as much to read as a
-// command, and a script names the others it needs from the main key, as
-// keys.Lock.Part does (a key and ':' and the part). On a Cluster every
-// key stays declared, so that Redis refuses a script while a key of its
-// slot is on the move rather than let it read that key as missing (see
-// slotKeys). Only kinds whose scripts all name their keys may call it.
-func (l *lock) namedKeys() {
-	if _, one := l.c.rdb.(*redis.Client); one {
+	if _, one := c.rdb.(*redis.Client); one {
 		l.sk = l.kl[:1:1]
 	}
+	return l
 }
 
 // run sends one of the lock's scripts; callers bound it (see bounded).

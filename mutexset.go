@@ -73,10 +73,12 @@ type MemberStatus struct {
 // out. Invalid names or options do not panic: every call of the MutexSet
 // then fails with ErrInvalid.
 func (c *Client) MutexSet(name string, opts ...LockOption) *MutexSet {
-	// The KEYS layout of every set script: see set.lua.
-	return &MutexSet{newLock(c, kindSet, name, opts,
-		"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last", "queue", "alive", "wmeta")}
+	return &MutexSet{newLock(c, kindSet, name, opts, setParts...)}
 }
+
+// setParts are the keys of a MutexSet besides its members, in the order
+// of its scripts' KEYS: see lua/lib/set.lua.
+var setParts = []string{"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last", "queue", "alive", "wmeta"}
 
 // Add puts members into the set, free and never used, and wakes waiters
 // for them. It is idempotent: a member already in the set keeps its state
@@ -260,7 +262,7 @@ func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 }
 
 func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
-	return scriptCall{setAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.member,
+	return scriptCall{setAcquire, s.sk, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.member,
 		join, millis(queueLiveness), mutexStarve.Microseconds()}}
 }
 
@@ -372,7 +374,7 @@ type setMember struct {
 }
 
 func (m setMember) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{setRefresh, m.s.kl, []any{tok, millis(ttl), m.member}}
+	return scriptCall{setRefresh, m.s.sk, []any{tok, millis(ttl), m.member}}
 }
 
 func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {

@@ -106,13 +106,14 @@ func queuedLife(t *testing.T, ctx context.Context, mk func(meta string) func(con
 	return st, present
 }
 
-// TestQueuedScriptsSentTheirOwnerKeyAlone checks that on a single Redis a
-// Mutex's, FairMutex's and Election's scripts are sent their owner key
-// alone and name the other keys as a Cluster's client declares them: the
-// keys Redis holds while a waiter is queued are the owner key and its
-// parts ':fence', ':queue', ':alive' and ':wmeta', and Status, give-up,
-// heartbeat and hand-over find them.
-func TestQueuedScriptsSentTheirOwnerKeyAlone(t *testing.T) {
+// TestScriptsSentTheirMainKeyAlone checks that on a single Redis every
+// kind's scripts are sent the lock's main key alone and name the other
+// keys as a Cluster's client declares them (keys.Lock.Part: the main key
+// and ':' and the part): while a waiter is queued, Redis holds no key but
+// those, and Status, a give-up, heartbeats, a hand-over and releases find
+// them. For a Mutex and a FairMutex, whose scripts name each key where
+// they read it, it checks the keys exactly.
+func TestScriptsSentTheirMainKeyAlone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -122,30 +123,62 @@ func TestQueuedScriptsSentTheirOwnerKeyAlone(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ctx := t.Context()
 
+	type acquire = func(context.Context) (*dlock.Lease, error)
+	type status = func(context.Context) (dlock.Status, error)
+	set := c.MutexSet("named-set")
+	if err := set.Add(ctx, "only"); err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range []struct {
-		kind string
-		mk   func(name, meta string) func(context.Context) (*dlock.Lease, error)
-		st   func(name string) func(context.Context) (dlock.Status, error)
+		kind  string
+		parts []string // all the lock may have; exact: it has them all
+		exact bool
+		mk    func(name, meta string) acquire
+		st    func(name string) status
 	}{
-		{"mutex", func(name, meta string) func(context.Context) (*dlock.Lease, error) {
-			return c.Mutex(name, dlock.WithMetadata(meta)).Lock
-		}, func(name string) func(context.Context) (dlock.Status, error) { return c.Mutex(name).Status }},
-		{"fair", func(name, meta string) func(context.Context) (*dlock.Lease, error) {
-			return c.FairMutex(name, dlock.WithMetadata(meta)).Lock
-		}, func(name string) func(context.Context) (dlock.Status, error) { return c.FairMutex(name).Status }},
+		{"mutex", []string{"alive", "fence", "queue", "wmeta"}, true,
+			func(name, meta string) acquire { return c.Mutex(name, dlock.WithMetadata(meta)).Lock },
+			func(name string) status { return c.Mutex(name).Status }},
+		{"fair", []string{"alive", "fence", "queue", "wmeta"}, true,
+			func(name, meta string) acquire { return c.FairMutex(name, dlock.WithMetadata(meta)).Lock },
+			func(name string) status { return c.FairMutex(name).Status }},
+		{"rw", []string{"fence", "readers", "rexp", "rmeta", "intent", "queue", "alive", "wmeta"}, false,
+			func(name, meta string) acquire { return c.RWMutex(name, dlock.WithMetadata(meta)).Lock },
+			func(name string) status { return c.RWMutex(name).Status }},
+		{"semaphore", []string{"fence", "leases", "queue", "alive", "wmeta"}, false,
+			func(name, meta string) acquire {
+				return func(ctx context.Context) (*dlock.Lease, error) {
+					return c.Semaphore(name, 1, dlock.WithMetadata(meta)).Acquire(ctx, 1)
+				}
+			},
+			func(name string) status { return c.Semaphore(name, 1).Status }},
+		{"set", []string{"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last", "queue", "alive", "wmeta"}, false,
+			func(_, meta string) acquire { return c.MutexSet("named-set", dlock.WithMetadata(meta)).Acquire },
+			func(string) status { return set.Status }},
 	} {
 		t.Run(k.kind, func(t *testing.T) {
 			name := "named-" + k.kind
 			d.take()
-			st, present := queuedLife(t, ctx, func(meta string) func(context.Context) (*dlock.Lease, error) { return k.mk(name, meta) },
+			st, present := queuedLife(t, ctx, func(meta string) acquire { return k.mk(name, meta) },
 				k.st(name), rdb, "dlock:{"+name+"}:*")
 			base := "dlock:{" + name + "}:" + k.kind
-			want := []string{base, base + ":alive", base + ":fence", base + ":queue", base + ":wmeta"}
-			if !slices.Equal(present, want) {
-				t.Errorf("keys while a waiter is queued: %q, want %q", present, want)
+			want := []string{base}
+			for _, p := range k.parts {
+				want = append(want, base+":"+p)
 			}
-			if st.Metadata != "holder" || len(st.Waiters) != 1 || st.Waiters[0].Metadata != "waiter" {
+			slices.Sort(want)
+			if k.exact && !slices.Equal(present, want) || !k.exact && slices.ContainsFunc(present, func(key string) bool { return !slices.Contains(want, key) }) {
+				t.Errorf("keys while a waiter is queued: %q, want those of %q", present, want)
+			}
+			if len(present) < 3 {
+				t.Errorf("keys while a waiter is queued: %q, want a holder's and a queue's", present)
+			}
+			// (A Semaphore's and a MutexSet's Status show no single holder.)
+			if st.Metadata != "holder" && k.kind != "semaphore" && k.kind != "set" || len(st.Waiters) != 1 || st.Waiters[0].Metadata != "waiter" {
 				t.Errorf("Status held by %q, waiters %+v; want holder and one waiter", st.Metadata, st.Waiters)
+			}
+			if k.kind == "rw" {
+				mustUnlock(t, mustTake(t, ctx, c.RWMutex(name).RLock))
 			}
 			sent := d.take()
 			if len(sent) < 6 {
@@ -153,7 +186,7 @@ func TestQueuedScriptsSentTheirOwnerKeyAlone(t *testing.T) {
 			}
 			for i, n := range sent {
 				if n != 1 {
-					t.Errorf("script %d of %d sent %d keys, want the owner key alone", i+1, len(sent), n)
+					t.Errorf("script %d of %d sent %d keys, want the main key alone", i+1, len(sent), n)
 				}
 			}
 		})

@@ -37,15 +37,14 @@ type queued struct {
 // queuedParts are the keys of a queued lock besides its owner key, in
 // the order of its scripts' KEYS: the last fence, the queue, the
 // waiters' liveness and their metadata. The scripts name them from the
-// owner key on a single Redis (see lock.namedKeys), as a batched
-// heartbeat (queue_beats.lua) does everywhere.
+// owner key on a single Redis (see lock.sk), as a batched heartbeat
+// (queue_beats.lua) does everywhere.
 var queuedParts = []string{"fence", "queue", "alive", "wmeta"}
 
 // queued returns the queued lock of kind k (kindMutex, kindFair or
 // kindElect).
 func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
 	q := &queued{lock: newLock(c, k, name, opts, queuedParts...)}
-	q.namedKeys()
 	q.owner = owner{rdb: c.rdb, key: q.keys.Key()}
 	return q
 }

@@ -59,11 +59,17 @@ type RWMutex struct {
 
 var _ Locker = (*RWMutex)(nil)
 
+// rwParts are the keys of an RWMutex besides the writer's owner key, in
+// the order of its scripts' KEYS: the last fence, the readers, their
+// expiries and details, the writers' intentions, and the writers' queue,
+// their liveness and metadata.
+var rwParts = []string{"fence", "readers", "rexp", "rmeta", "intent", "queue", "alive", "wmeta"}
+
 // RWMutex returns the reader/writer lock called name. It is a lock of its
 // own, separate from the Mutex of the same name. Invalid names or options
 // do not panic: every call of the RWMutex then fails with ErrInvalid.
 func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
-	rw := &RWMutex{lock: newLock(c, kindRW, name, opts, "fence", "readers", "rexp", "rmeta", "intent", "queue", "alive", "wmeta")}
+	rw := &RWMutex{lock: newLock(c, kindRW, name, opts, rwParts...)}
 	rw.owner = owner{rdb: c.rdb, key: rw.keys.Key()}
 	return rw
 }
@@ -159,7 +165,7 @@ func (rw *RWMutex) tryScript(a *acquisition, tok string, join int) scriptCall {
 	if a.queues() && rw.cfg.rwMode == PreferWriters {
 		intend = 1
 	}
-	return scriptCall{rwLock, rw.kl, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
+	return scriptCall{rwLock, rw.sk, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
 		join, millis(queueLiveness), intend, mutexStarve.Microseconds()}}
 }
 

@@ -66,11 +66,15 @@ func (c *Client) Semaphore(name string, size int64, opts ...LockOption) *Semapho
 	return s
 }
 
+// semParts are the keys of a Semaphore besides its main hash, in the
+// order of its scripts' KEYS (see sem_acquire.lua): the last fence, the
+// leases, and the waiters' queue, liveness and metadata.
+var semParts = []string{"fence", "leases", "queue", "alive", "wmeta"}
+
 // semaphore returns the semaphore called name with the given size,
 // unchecked.
 func (c *Client) semaphore(name string, size int64, opts []LockOption) *Semaphore {
-	// The KEYS layout of every sem script: see sem_acquire.lua.
-	l := newLock(c, kindSem, name, opts, "fence", "leases", "queue", "alive", "wmeta")
+	l := newLock(c, kindSem, name, opts, semParts...)
 	return &Semaphore{lock: l, size: size, held: []string{l.kl[0], l.kl[2]}}
 }
 
@@ -167,7 +171,7 @@ func (s *Semaphore) acquisition(n int64, block bool) *acquisition {
 }
 
 func (s *Semaphore) tryScript(a *acquisition, tok string, join int) scriptCall {
-	return scriptCall{semAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.n, s.size,
+	return scriptCall{semAcquire, s.sk, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.n, s.size,
 		join, millis(queueLiveness), s.c.hub.PublishCommand(), s.keys.Channel()}}
 }
 

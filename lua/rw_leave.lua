@@ -10,6 +10,7 @@
 -- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
 -- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
 --          KEYS[9] its metadata
+--          (on a single Redis only KEYS[1] is sent: see rw_lock.lua)
 -- ARGV[1]  token of the writer
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the readers' release channel

@@ -14,6 +14,10 @@
 -- KEYS[7]  the writers' line: zset token -> arrival order (strictly rising)
 -- KEYS[8]  its liveness: zset token -> deadline (server ms)
 -- KEYS[9]  its metadata: hash token -> metadata
+--          On a single Redis only KEYS[1] is sent, and the script names
+--          the others, KEYS[1] and ':fence', ':readers', ':rexp',
+--          ':rmeta', ':intent', ':queue', ':alive', ':wmeta', before it
+--          starts (loadNaming in scripts.go)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in ms; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Status

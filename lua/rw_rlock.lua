@@ -9,6 +9,7 @@
 --          its TTL (see deadline_of in lib/clock.lua)
 -- KEYS[5]  reader details: hash token -> "<since ms>:<metadata>"
 -- KEYS[6]  intentions: zset writer token -> deadline (server ms)
+--          (on a single Redis only KEYS[1] is sent: see rw_lock.lua)
 -- ARGV[1]  token of the new share
 -- ARGV[2]  TTL in ms; 0 = the share never expires
 -- ARGV[3]  metadata shown by Status

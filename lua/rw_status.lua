@@ -4,6 +4,7 @@
 -- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
 -- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
 --          KEYS[9] its metadata
+--          (on a single Redis only KEYS[1] is sent: see rw_lock.lua)
 -- ARGV     none
 -- Returns  {held by a writer (0|1), the writer's remaining TTL in ms (-1:
 --           never expires, -2: no writer), fence (the writer's, else the

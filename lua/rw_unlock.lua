@@ -5,6 +5,7 @@
 -- KEYS[2]  the last fence
 -- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
 --          KEYS[9] its metadata (KEYS[3..5] unused)
+--          (on a single Redis only KEYS[1] is sent: see rw_lock.lua)
 -- ARGV[1]  token of the lease
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the readers' release channel

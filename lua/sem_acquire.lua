@@ -10,7 +10,10 @@
 -- KEYS[2]  the last fence
 -- KEYS[3]  leases: zset token -> deadline (server ms; inf: never)
 -- KEYS[4]  the queue, KEYS[5] liveness, KEYS[6] waiter metadata (see
---          lib/waiters.lua)
+--          lib/waiters.lua); on a single Redis only KEYS[1] is sent, and
+--          the script names the others, KEYS[1] and ':fence', ':leases',
+--          ':queue', ':alive', ':wmeta', before it starts (loadNaming in
+--          scripts.go)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
 -- ARGV[3]  metadata shown by Status

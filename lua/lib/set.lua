@@ -21,7 +21,9 @@
 --   KEYS[12] their liveness: zset token -> deadline (server ms)
 --   KEYS[13] what they wait for: hash token -> "<n>:<member><metadata>",
 --            the member n bytes long ('' for any member)
--- The set's waiters listen on its channel, those waiting for a named
+-- On a single Redis only KEYS[1] is sent: the script names the others,
+-- KEYS[1] and ':free', ':held' and so on, before it starts (loadNaming
+-- in scripts.go). The set's waiters listen on its channel, those waiting for a named
 -- member on the member's: the set's channel, ':' and the member
 -- (keys.MemberChannel).
 
