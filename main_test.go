@@ -83,10 +83,17 @@ func hooked(t testing.TB, srv *redistest.Server, h *hook, opts ...dlock.Option) 
 // before any lease these tests hold would run out.
 func handOff(t *testing.T, ctx context.Context, held *dlock.Lease, wait func(context.Context) (*dlock.Lease, error), pause time.Duration) {
 	t.Helper()
+	handOffAfter(t, ctx, held, wait, func() { time.Sleep(pause) })
+}
+
+// handOffAfter is handOff with meanwhile, run while the waiter waits, in
+// place of the pause.
+func handOffAfter(t *testing.T, ctx context.Context, held *dlock.Lease, wait func(context.Context) (*dlock.Lease, error), meanwhile func()) {
+	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	got := takeAndRelease(wctx, wait)
-	time.Sleep(pause)
+	meanwhile()
 	mustUnlock(t, held)
 	select {
 	case err := <-got:

@@ -77,32 +77,25 @@ func queuedLife(t *testing.T, ctx context.Context, mk func(meta string) func(con
 	if _, err := mk("gives up")(gctx); err == nil {
 		t.Fatal("a waiter took a held lock")
 	}
-	got := takeAndRelease(ctx, mk("waiter"))
 	var st dlock.Status
-	for deadline := time.Now().Add(5 * time.Second); len(st.Waiters) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter never showed in Status")
+	var present []string
+	handOffAfter(t, ctx, held, mk("waiter"), func() {
+		for deadline := time.Now().Add(5 * time.Second); len(st.Waiters) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the waiter never showed in Status")
+			}
+			time.Sleep(1200 * time.Millisecond) // past a heartbeat
+			var err error
+			if st, err = status(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		time.Sleep(1200 * time.Millisecond) // past a heartbeat
 		var err error
-		if st, err = status(ctx); err != nil {
+		if present, err = rdb.Keys(ctx, pattern).Result(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	present, err := rdb.Keys(ctx, pattern).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(present)
-	mustUnlock(t, held)
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter was not handed the lock")
-	}
+		slices.Sort(present)
+	})
 	return st, present
 }
 
