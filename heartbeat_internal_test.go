@@ -74,7 +74,7 @@ func TestHeartbeatPrunesTheDeadAheadOfAFreeLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := c.queued(kindMutex, "beat-dead", nil)
-	owner, queue, alive := q.kl[0], q.kl[2], q.kl[3]
+	owner, queue, alive := q.keys.Key(), q.keys.Part("queue"), q.keys.Part("alive")
 	var beats []scriptCall
 	for _, tok := range []string{"dead", "next", "last"} {
 		a := q.acquisition(true, "")

@@ -252,14 +252,14 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 // member since it was seen, so the token read was the seen holder's
 // (whose release then takes nothing from anyone else).
 func (s *MutexSet) releaseHolder(ctx context.Context, ms MemberStatus) (bool, error) {
-	tok, err := s.c.rdb.HGet(ctx, s.kl[3], ms.Name).Result()
+	tok, err := s.c.rdb.HGet(ctx, s.keys.Part("owner"), ms.Name).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	fence, err := s.c.rdb.HGet(ctx, s.kl[7], ms.Name).Uint64()
+	fence, err := s.c.rdb.HGet(ctx, s.keys.Part("fences"), ms.Name).Uint64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, err
 	}

@@ -49,18 +49,17 @@ type lock struct {
 	name string
 	cfg  lockConfig
 	keys keys.Lock
-	// kl is every key of the lock: the main key, then the parts the kind
-	// was made with, in that order.
-	kl []string
-	// sk is the KEYS the kind's scripts are sent: on a Client whose Redis
+	// kl is the KEYS the kind's scripts are sent. On a Client whose Redis
 	// is one server (a *redis.Client: a single node, or a Sentinel-managed
-	// master) the main key alone, from which the scripts name the others
-	// as keys.Lock.Part does (see loadNaming), since each key sent costs
-	// Redis more to read than one named; elsewhere kl, every key declared,
-	// so that on a Cluster Redis refuses a script while a key of its slot
-	// is on the move rather than let it read that key as missing (see
-	// slotKeys).
-	sk  []string
+	// master) it is the main key alone, from which the scripts name the
+	// others as keys.Lock.Part does (see loadNaming): each key sent costs
+	// Redis more to read than one named, and a handle keeps no more
+	// strings than it sends. Elsewhere it is every key, the main key and
+	// then the parts the kind was made with, in that order: on a Cluster,
+	// declared, so that Redis refuses a script while a key of its slot is
+	// on the move rather than let it read that key as missing (see
+	// slotKeys); on a Redlock client, for its nodes' shares.
+	kl  []string
 	err error
 }
 
@@ -72,26 +71,25 @@ func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string)
 	if l.err == nil {
 		l.err = l.cfg.err
 	}
+	if _, one := c.rdb.(*redis.Client); one {
+		parts = nil
+	}
 	l.kl = make([]string, 1, 1+len(parts))
 	l.kl[0] = l.keys.Key()
 	for _, p := range parts {
 		l.kl = append(l.kl, l.keys.Part(p))
-	}
-	l.sk = l.kl
-	if _, one := c.rdb.(*redis.Client); one {
-		l.sk = l.kl[:1:1]
 	}
 	return l
 }
 
 // run sends one of the lock's scripts; callers bound it (see bounded).
 func (l *lock) run(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
-	return s.Run(ctx, l.c.rdb, l.sk, args...)
+	return s.Run(ctx, l.c.rdb, l.kl, args...)
 }
 
 // runOnce is run for a script that must not run twice unseen (see once).
 func (l *lock) runOnce(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
-	return s.Run(ctx, once{l.c.rdb}, l.sk, args...)
+	return s.Run(ctx, once{l.c.rdb}, l.kl, args...)
 }
 
 // eval runs one of the lock's scripts for a public call that does op
@@ -100,7 +98,7 @@ func (l *lock) eval(ctx context.Context, op string, s *redis.Script, args ...any
 	if l.err != nil {
 		return nil, l.err
 	}
-	v, err := eval(ctx, l.c, s, (*redis.Cmd).Result, l.sk, args...)
+	v, err := eval(ctx, l.c, s, (*redis.Cmd).Result, l.kl, args...)
 	if err != nil {
 		return nil, l.fail(op, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -412,11 +413,14 @@ func heldAndWaitingOn(tb testing.TB, client func() redis.UniversalClient, prefix
 func TestBeatKeysNamedFromOwner(t *testing.T) {
 	c := New(redistest.Start(t).Client(t))
 	defer c.Close()
+	if want := []string{"queue", "alive", "wmeta"}; !slices.Equal(queuedParts[1:], want) {
+		t.Errorf("a queued lock's parts after its fence are %q, want %q", queuedParts[1:], want)
+	}
 	for _, k := range []kind{kindMutex, kindFair, kindElect} {
-		kl := c.queued(k, "name", nil).kl
-		for i, part := range []string{"queue", "alive", "wmeta"} {
-			if want := kl[0] + ":" + part; kl[2+i] != want {
-				t.Errorf("%s: key %d is %q, want %q", k, 2+i, kl[2+i], want)
+		q := c.queued(k, "name", nil)
+		for _, part := range queuedParts {
+			if got, want := q.keys.Part(part), q.keys.Key()+":"+part; got != want {
+				t.Errorf("%s: part %s is %q, want %q", k, part, got, want)
 			}
 		}
 	}

@@ -262,7 +262,7 @@ func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 }
 
 func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
-	return scriptCall{setAcquire, s.sk, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.member,
+	return scriptCall{setAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.member,
 		join, millis(queueLiveness), mutexStarve.Microseconds()}}
 }
 
@@ -374,7 +374,7 @@ type setMember struct {
 }
 
 func (m setMember) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{setRefresh, m.s.sk, []any{tok, millis(ttl), m.member}}
+	return scriptCall{setRefresh, m.s.kl, []any{tok, millis(ttl), m.member}}
 }
 
 func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {

@@ -37,7 +37,7 @@ type queued struct {
 // queuedParts are the keys of a queued lock besides its owner key, in
 // the order of its scripts' KEYS: the last fence, the queue, the
 // waiters' liveness and their metadata. The scripts name them from the
-// owner key on a single Redis (see lock.sk), as a batched heartbeat
+// owner key on a single Redis (see lock.kl), as a batched heartbeat
 // (queue_beats.lua) does everywhere.
 var queuedParts = []string{"fence", "queue", "alive", "wmeta"}
 
@@ -104,13 +104,13 @@ func (q *queued) acquisition(wait bool, meta string) *acquisition {
 
 func (q *queued) tryScript(a *acquisition, tok string, join int) scriptCall {
 	if join == joinBeat {
-		return scriptCall{queueBeat, q.sk, []any{tok, millis(queueLiveness)}}
+		return scriptCall{queueBeat, q.kl, []any{tok, millis(queueLiveness)}}
 	}
 	args := []any{tok, millis(q.cfg.ttl), q.args().try[join]}
 	if a.meta != "" || q.announce != nil {
 		args = append(args, a.meta)
 	}
-	return scriptCall{queueAcquire, q.sk, append(args, q.announce...)}
+	return scriptCall{queueAcquire, q.kl, append(args, q.announce...)}
 }
 
 func (q *queued) parseTry(reply any, err error) (attempt, error) { return parseAttempt(reply, err) }

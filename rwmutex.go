@@ -143,6 +143,12 @@ func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
+// shareKeys are the keys a read share's renewal touches: the readers,
+// their expiries and details (rw_rrefresh.lua).
+func (rw *RWMutex) shareKeys() []string {
+	return []string{rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")}
+}
+
 // Readers and writers wait on channels of their own, so that a release
 // wakes only those it can let in: the last reader's release wakes a
 // writer, never the readers held back by that writer's intention.
@@ -165,7 +171,7 @@ func (rw *RWMutex) tryScript(a *acquisition, tok string, join int) scriptCall {
 	if a.queues() && rw.cfg.rwMode == PreferWriters {
 		intend = 1
 	}
-	return scriptCall{rwLock, rw.sk, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
+	return scriptCall{rwLock, rw.kl, []any{tok, millis(rw.cfg.ttl), rw.cfg.metadata,
 		join, millis(queueLiveness), intend, mutexStarve.Microseconds()}}
 }
 
@@ -235,7 +241,7 @@ func (r readSide) Do(ctx context.Context, fn func(ctx context.Context) error) er
 }
 
 func (r readSide) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{rwRRefresh, r.rw.kl[2:5], []any{tok, millis(ttl)}} // a share's keys only
+	return scriptCall{rwRRefresh, r.rw.shareKeys(), []any{tok, millis(ttl)}}
 }
 
 func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
@@ -247,5 +253,5 @@ func (r readSide) release(ctx context.Context, tok string) (bool, error) {
 }
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
-	return rwRHeld.Run(ctx, r.rw.c.rdb, r.rw.kl[3:4], tok).Bool() // a share's expiries only
+	return rwRHeld.Run(ctx, r.rw.c.rdb, []string{r.rw.keys.Part("rexp")}, tok).Bool() // a share's expiries only
 }

@@ -66,7 +66,7 @@ var (
 )
 
 // loadNaming loads the script name of a kind whose scripts are sent its
-// main key alone on a single Redis (lock.sk), parts being the
+// main key alone on a single Redis (lock.kl), parts being the
 // kind's other keys in the order of its KEYS: the script starts with a
 // local KEYS, the one sent or, when only the main key was, that key and
 // the others named as keys.Lock.Part does (the main key and ':' and the

@@ -121,7 +121,7 @@ func TestNoScriptHandsRedisANumberLiteral(t *testing.T) {
 }
 
 // namedKeyScripts are the scripts sent their lock's main key alone on a
-// single Redis (lock.sk), by file name prefix, with the parts
+// single Redis (lock.kl), by file name prefix, with the parts
 // they name the other keys from, in the order of their KEYS.
 var namedKeyScripts = map[string][]string{
 	"queue_": queuedParts,

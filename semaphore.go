@@ -75,7 +75,7 @@ var semParts = []string{"fence", "leases", "queue", "alive", "wmeta"}
 // unchecked.
 func (c *Client) semaphore(name string, size int64, opts []LockOption) *Semaphore {
 	l := newLock(c, kindSem, name, opts, semParts...)
-	return &Semaphore{lock: l, size: size, held: []string{l.kl[0], l.kl[2]}}
+	return &Semaphore{lock: l, size: size, held: []string{l.keys.Key(), l.keys.Part("leases")}}
 }
 
 // TryAcquire takes n permits if they are free and nobody waits, in one
@@ -171,7 +171,7 @@ func (s *Semaphore) acquisition(n int64, block bool) *acquisition {
 }
 
 func (s *Semaphore) tryScript(a *acquisition, tok string, join int) scriptCall {
-	return scriptCall{semAcquire, s.sk, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.n, s.size,
+	return scriptCall{semAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.n, s.size,
 		join, millis(queueLiveness), s.c.hub.PublishCommand(), s.keys.Channel()}}
 }
 
