@@ -118,16 +118,16 @@ func TestCluster(t *testing.T) {
 		// A slot on the move makes Redis refuse a script whose declared
 		// key is missing, rather than let it read that key as gone (see
 		// TestQueuedScriptsSentTheirOwnerKeyAlone for a single Redis).
-		d := &declared{}
+		d := &hook{}
 		drdb := cl.Client(t)
 		drdb.AddHook(d)
 		dc := dlock.New(drdb)
 		defer dc.Close()
 		m := dc.Mutex("cluster-declared")
 		mustUnlock(t, mustTake(t, ctx, m.TryLock)) // loads the scripts
-		d.take()
+		d.evalKeys()
 		mustUnlock(t, mustTake(t, ctx, m.TryLock))
-		sent := d.take()
+		sent := d.evalKeys()
 		if len(sent) != 2 {
 			t.Fatalf("%d scripts sent, want a try and a release", len(sent))
 		}

@@ -3,10 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,53 +12,6 @@ import (
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
-
-// declared records the keys count of every script sent (EVAL, EVALSHA),
-// alone or in a pipeline.
-type declared struct {
-	mu     sync.Mutex
-	counts []int
-}
-
-func (d *declared) record(cmd redis.Cmder) {
-	if !isEval(cmd) {
-		return
-	}
-	n, err := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
-	if err != nil {
-		n = -1
-	}
-	d.mu.Lock()
-	d.counts = append(d.counts, n)
-	d.mu.Unlock()
-}
-
-func (d *declared) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (d *declared) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		d.record(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (d *declared) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			d.record(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// take returns the keys counts recorded since the last take.
-func (d *declared) take() []int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := d.counts
-	d.counts = nil
-	return out
-}
 
 // queuedLife takes a lock of kind k through each of its scripts: a try
 // that takes it, a waiter that queues (and heartbeats), one that gives up,
@@ -110,7 +60,7 @@ func TestScriptsSentTheirMainKeyAlone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	d := &declared{}
+	d := &hook{}
 	rdb.AddHook(d)
 	c := dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })
@@ -151,7 +101,7 @@ func TestScriptsSentTheirMainKeyAlone(t *testing.T) {
 	} {
 		t.Run(k.kind, func(t *testing.T) {
 			name := "named-" + k.kind
-			d.take()
+			d.evalKeys()
 			st, present := queuedLife(t, ctx, func(meta string) acquire { return k.mk(name, meta) },
 				k.st(name), rdb, "dlock:{"+name+"}:*")
 			base := "dlock:{" + name + "}:" + k.kind
@@ -173,7 +123,7 @@ func TestScriptsSentTheirMainKeyAlone(t *testing.T) {
 			if k.kind == "rw" {
 				mustUnlock(t, mustTake(t, ctx, c.RWMutex(name).RLock))
 			}
-			sent := d.take()
+			sent := d.evalKeys()
 			if len(sent) < 6 {
 				t.Fatalf("%d scripts sent, want a try, heartbeats, a leave, a status and two releases", len(sent))
 			}
@@ -187,7 +137,7 @@ func TestScriptsSentTheirMainKeyAlone(t *testing.T) {
 
 	t.Run("election", func(t *testing.T) {
 		e := c.Election("named-election")
-		d.take()
+		d.evalKeys()
 		lead, err := e.Campaign(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +152,7 @@ func TestScriptsSentTheirMainKeyAlone(t *testing.T) {
 		if ld, err := e.Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
 			t.Errorf("Leader after Resign = %+v, %v; want ErrNoLeader", ld, err)
 		}
-		for i, n := range d.take() {
+		for i, n := range d.evalKeys() {
 			if n != 1 {
 				t.Errorf("script %d sent %d keys, want the owner key alone", i+1, n)
 			}

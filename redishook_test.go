@@ -2,9 +2,11 @@ package dlock_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,7 @@ type hook struct {
 	dials  atomic.Int64
 	mu     sync.Mutex
 	names  []string // the commands counted, for failure messages
+	keys   []int    // the keys count of each script counted (see evalKeys)
 
 	armed atomic.Bool
 	match func(cmd redis.Cmder) bool
@@ -98,8 +101,25 @@ func (h *hook) count(cmd redis.Cmder) bool {
 	h.n.Add(1)
 	h.mu.Lock()
 	h.names = append(h.names, cmd.Name())
+	if isEval(cmd) {
+		n, err := strconv.Atoi(fmt.Sprint(cmd.Args()[2]))
+		if err != nil {
+			n = -1
+		}
+		h.keys = append(h.keys, n)
+	}
 	h.mu.Unlock()
 	return true
+}
+
+// evalKeys returns the keys count of each script (EVAL, EVALSHA) counted
+// since the last call.
+func (h *hook) evalKeys() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.keys
+	h.keys = nil
+	return out
 }
 
 // settle waits until no round trip has been counted for 100 ms (at most

@@ -55,6 +55,10 @@ import (
 type RWMutex struct {
 	lock
 	owner // the writer
+	// share is the keys a read share's renewal touches, made once per
+	// handle (a renewal runs every TTL/3 per share): the readers, their
+	// expiries and details (rw_rrefresh.lua); Held reads the expiries.
+	share []string
 }
 
 var _ Locker = (*RWMutex)(nil)
@@ -71,6 +75,7 @@ var rwParts = []string{"fence", "readers", "rexp", "rmeta", "intent", "queue", "
 func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
 	rw := &RWMutex{lock: newLock(c, kindRW, name, opts, rwParts...)}
 	rw.owner = owner{rdb: c.rdb, key: rw.keys.Key()}
+	rw.share = []string{rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")}
 	return rw
 }
 
@@ -141,12 +146,6 @@ func (rw *RWMutex) Status(ctx context.Context) (Status, error) {
 	st.WriterWaiting = toInt(v[6]) == 1
 	st.Waiters = waitersOf(v[7])
 	return st, nil
-}
-
-// shareKeys are the keys a read share's renewal touches: the readers,
-// their expiries and details (rw_rrefresh.lua).
-func (rw *RWMutex) shareKeys() []string {
-	return []string{rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")}
 }
 
 // Readers and writers wait on channels of their own, so that a release
@@ -241,7 +240,7 @@ func (r readSide) Do(ctx context.Context, fn func(ctx context.Context) error) er
 }
 
 func (r readSide) renewal(tok string, ttl time.Duration) scriptCall {
-	return scriptCall{rwRRefresh, r.rw.shareKeys(), []any{tok, millis(ttl)}}
+	return scriptCall{rwRRefresh, r.rw.share, []any{tok, millis(ttl)}}
 }
 
 func (r readSide) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
@@ -253,5 +252,5 @@ func (r readSide) release(ctx context.Context, tok string) (bool, error) {
 }
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
-	return rwRHeld.Run(ctx, r.rw.c.rdb, []string{r.rw.keys.Part("rexp")}, tok).Bool() // a share's expiries only
+	return rwRHeld.Run(ctx, r.rw.c.rdb, r.rw.share[1:2], tok).Bool() // a share's expiries only
 }
