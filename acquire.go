@@ -33,6 +33,9 @@ type attempt struct {
 	at int64
 	// member is the MutexSet member taken, when ok.
 	member string
+	// alone marks a read share kept in the RWMutex's owner key, when ok
+	// (see rw_rlock.lua): renewed and checked as a writer's lease is.
+	alone bool
 	// asked marks, on a Redlock client, the nodes that may hold a share:
 	// the lease's, or when refused, set only if the try could not give
 	// back what it got on some node.

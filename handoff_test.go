@@ -699,10 +699,12 @@ func TestReadersWithoutExpiry(t *testing.T) {
 	srv, ctx := serve(t)
 	c, rdb, _ := newClient(t, srv)
 	rw := c.RWMutex("orphans")
+	lone := mustTake(t, ctx, rw.TryRLock) // kept in the owner key, as the first share is
 	shares := make([]*dlock.Lease, 150)
 	for i := range shares {
 		shares[i] = mustTake(t, ctx, rw.TryRLock)
 	}
+	mustUnlock(t, lone)
 	if err := rdb.Del(ctx, keys.For(dlock.DefaultPrefix, keys.KindRW, "orphans").Part("rexp")).Err(); err != nil {
 		t.Fatal(err)
 	}

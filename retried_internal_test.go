@@ -43,6 +43,23 @@ func TestTryAgainNeverShortensALease(t *testing.T) {
 			func() (*Lease, error) { return c.RWMutex("again/rw", opt).TryRLock(ctx) },
 			func(tok string) (attempt, error) { return c.RWMutex("again/rw", opt).reader().try(ctx, tok) },
 			func() (*Lease, error) { return rival.RWMutex("again/rw").TryLock(ctx) }},
+		{"RWMutex read beside a lone reader", // kept in the readers' keys
+			func() (*Lease, error) {
+				lone, err := c.RWMutex("again/rw2").TryRLock(ctx)
+				if err != nil {
+					return nil, err
+				}
+				defer lone.Unlock(ctx) // the share taken beside it stays where it is
+				return c.RWMutex("again/rw2", opt).TryRLock(ctx)
+			},
+			func(tok string) (attempt, error) {
+				r, err := c.RWMutex("again/rw2", opt).reader().try(ctx, tok)
+				if r.alone {
+					t.Error("a share beside a lone reader's came back as a lone reader's")
+				}
+				return r, err
+			},
+			func() (*Lease, error) { return rival.RWMutex("again/rw2").TryLock(ctx) }},
 		{"MutexSet",
 			func() (*Lease, error) { return c.MutexSet("again/set", opt).TryAcquire(ctx) },
 			func(tok string) (attempt, error) {

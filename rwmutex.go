@@ -204,10 +204,18 @@ func (r readSide) tryAlone(ctx context.Context, _ *acquisition, tok string) (att
 	if r.rw.cfg.rwMode == PreferWriters {
 		giveWay = 1
 	}
-	return parseAttempt(r.rw.run(ctx, rwRLock, tok, millis(r.rw.cfg.ttl), r.rw.cfg.metadata, giveWay).Result())
+	reply, err := r.rw.run(ctx, rwRLock, tok, millis(r.rw.cfg.ttl), r.rw.cfg.metadata, giveWay).Result()
+	a, err := parseAttempt(reply, err)
+	_, a.alone = reply.(string) // a lone reader's fence comes as a string, the others' as an integer
+	return a, err
 }
 
-func (r readSide) granted(*acquisition, attempt) leaseOps { return r }
+func (r readSide) granted(_ *acquisition, a attempt) leaseOps {
+	if a.alone {
+		return loneShare(r)
+	}
+	return r
+}
 
 // leave gives up a reader, who holds at most a share its try took unseen.
 func (r readSide) leave(ctx context.Context, _ *acquisition, tok string) error {
@@ -253,4 +261,26 @@ func (r readSide) release(ctx context.Context, tok string) (bool, error) {
 
 func (r readSide) held(ctx context.Context, tok string) (bool, error) {
 	return rwRHeld.Run(ctx, r.rw.c.rdb, r.rw.share[1:2], tok).Bool() // a share's expiries only
+}
+
+// loneShare is the lease operations of a read share taken by a reader
+// alone, which Redis keeps in the owner key (see rw_rlock.lua): it is
+// renewed and checked as a writer's lease is, in the same batched runs,
+// and released as a share.
+type loneShare readSide
+
+func (s loneShare) renewal(tok string, ttl time.Duration) scriptCall {
+	return s.rw.owner.renewal(tok, ttl)
+}
+
+func (s loneShare) refresh(ctx context.Context, tok string, ttl time.Duration) (bool, error) {
+	return s.rw.owner.refresh(ctx, tok, ttl)
+}
+
+func (s loneShare) release(ctx context.Context, tok string) (bool, error) {
+	return readSide(s).release(ctx, tok)
+}
+
+func (s loneShare) held(ctx context.Context, tok string) (bool, error) {
+	return s.rw.owner.held(ctx, tok)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -312,6 +313,10 @@ func TestReaderKeysLiveAsTheLongestShare(t *testing.T) {
 		t.Helper()
 		return mustTake(t, ctx, c.RWMutex("shares", append(opts, dlock.WithAutoRefresh(false))...).TryRLock)
 	}
+	// The first share is a lone reader's, kept in the owner key with a
+	// TTL of its own; the others are kept in the readers' keys.
+	lone := rlock(dlock.WithTTL(time.Hour))
+	checkTTL(t, rdb, "a lone reader", keys.For(dlock.DefaultPrefix, keys.KindRW, "shares").Key(), time.Hour)
 	short := rlock(dlock.WithTTL(10 * time.Second))
 	expect("one share of 10s", 10*time.Second)
 	long := rlock(dlock.WithTTL(time.Minute))
@@ -326,7 +331,74 @@ func TestReaderKeysLiveAsTheLongestShare(t *testing.T) {
 	expect("a share of 20s joins it", -1)
 	mustUnlock(t, forever)
 	expect("the share that never expires left", 20*time.Second)
-	mustUnlock(t, short, shorter, again)
+	mustUnlock(t, short, shorter, again, lone)
+}
+
+// TestLoneReader: a reader alone keeps its share in the owner key (no
+// readers' keys are made), Status shows it as a reader, and a reader
+// that comes while it holds keeps its share in the readers' keys. A
+// writer waits for both and is handed the lock by the last to leave,
+// whichever order they leave in: the lone reader's release must look at
+// the other shares, and the other share's release at the owner key.
+func TestLoneReader(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	wc, _, _ := newClient(t, srv)
+	for _, loneFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("lone reader leaves first: ", loneFirst), func(t *testing.T) {
+			name := fmt.Sprint("lone-", loneFirst)
+			k := keys.For(dlock.DefaultPrefix, keys.KindRW, name)
+			rw := c.RWMutex(name, dlock.WithMetadata("lone"), dlock.WithTTL(30*time.Second))
+			lone := mustTake(t, ctx, rw.TryRLock)
+			if n, err := rdb.Exists(ctx, k.Part("readers"), k.Part("rexp"), k.Part("rmeta")).Result(); err != nil || n != 0 {
+				t.Fatalf("readers' keys of a lone reader: %d, %v; want none", n, err)
+			}
+			st, err := rw.Status(ctx)
+			if err != nil || !st.Held || !st.Since.IsZero() || len(st.Readers) != 1 ||
+				st.Readers[0].Fence != lone.Fence() || st.Readers[0].Metadata != "lone" || st.Readers[0].TTL <= 0 {
+				t.Fatalf("status with a lone reader: %+v, %v; want it as the one reader, and no writer", st, err)
+			}
+			other := mustTake(t, ctx, c.RWMutex(name, dlock.WithTTL(30*time.Second)).TryRLock)
+			if other.Fence() <= lone.Fence() {
+				t.Errorf("fences %d then %d; want them rising", lone.Fence(), other.Fence())
+			}
+			if n, err := rdb.Exists(ctx, k.Part("readers")).Result(); err != nil || n != 1 {
+				t.Fatalf("readers' keys beside a lone reader: %d, %v; want them", n, err)
+			}
+			if st, err := rw.Status(ctx); err != nil || len(st.Readers) != 2 || st.Readers[0].Fence != lone.Fence() {
+				t.Fatalf("status with two readers: %+v, %v; want both, the lone one first", st, err)
+			}
+			wrote := make(chan *dlock.Lease, 1)
+			go func() {
+				l, err := wc.RWMutex(name).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				wrote <- l
+			}()
+			waitWriterWaiting(t, rw)
+			first, last := lone, other
+			if !loneFirst {
+				first, last = other, lone
+			}
+			mustUnlock(t, first)
+			select {
+			case <-wrote:
+				t.Fatal("the writer got in while a reader held the lock")
+			case <-time.After(300 * time.Millisecond):
+			}
+			mustUnlock(t, last)
+			select {
+			case w := <-wrote:
+				if w != nil && w.Fence() <= other.Fence() {
+					t.Errorf("writer's fence %d; want it above the readers' (%d)", w.Fence(), other.Fence())
+				}
+				mustUnlock(t, w)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the writer was not handed the lock when the last reader left")
+			}
+		})
+	}
 }
 
 func TestRWRoundTrips(t *testing.T) {

@@ -34,8 +34,8 @@ var (
 	rwLock       = loadNaming("rw_lock.lua", rwParts)
 	rwUnlock     = loadNaming("rw_unlock.lua", rwParts)
 	rwLeave      = loadNaming("rw_leave.lua", rwParts)
-	rwRLock      = loadNaming("rw_rlock.lua", rwParts)
-	rwRUnlock    = loadNaming("rw_runlock.lua", rwParts)
+	rwRLock      = lua.MustLoad("rw_rlock.lua")    // names its keys as it reads them
+	rwRUnlock    = lua.MustLoad("rw_runlock.lua")  // likewise
 	rwRRefresh   = lua.MustLoad("rw_rrefresh.lua") // a share's keys only
 	rwRHeld      = lua.MustLoad("rw_rheld.lua")    // a share's expiries only
 	rwStatus     = loadNaming("rw_status.lua", rwParts)

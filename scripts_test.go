@@ -124,8 +124,10 @@ func TestNoScriptHandsRedisANumberLiteral(t *testing.T) {
 // single Redis (lock.kl), by file name prefix, with the parts
 // they name the other keys from, in the order of their KEYS.
 var namedKeyScripts = map[string][]string{
-	"queue_": queuedParts,
-	"elect_": queuedParts,
+	"queue_":         queuedParts,
+	"elect_":         queuedParts,
+	"rw_rlock.lua":   rwParts,
+	"rw_runlock.lua": rwParts,
 }
 
 // namedKey is how such a script reads KEYS[n], n > 1: the declared key

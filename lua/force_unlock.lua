@@ -4,13 +4,15 @@
 -- nothing is removed.
 -- KEYS[1]  the lock's owner key; KEYS[2…] other keys that record holders
 -- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[2]  the fence the owner key must hold; 'none': there must be no
---          owner key (an RWMutex seen held by readers alone: a writer that
---          took it since is not removed); '' to remove it anyway
+-- ARGV[2]  the fence the owner key must hold; 'none': the owner key must
+--          hold no writer (an RWMutex seen held by readers alone, one of
+--          them perhaps in the owner key: a writer that took it since is
+--          not removed); '' to remove it anyway
 -- ARGV[3…] the lock's release channels; each gets 'all'
 -- Returns  the number of keys removed; -1 when the holder changed
 if ARGV[2] == 'none' then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
+  local w, _, id = holder_of(redis.call('GET', KEYS[1]))
+  if w and id ~= 'r' then
     return -1
   end
 elseif ARGV[2] ~= '' then

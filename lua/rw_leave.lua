@@ -4,8 +4,9 @@
 -- caller will never unlock). Move on whom that lets in: as rw_unlock does
 -- when it held the lock, or was first in line for a free lock no reader
 -- holds; when its intention was the last one and no writer holds the
--- lock, wake the readers it stopped (else they sleep until its deadline).
--- KEYS[1]  the writer's owner key
+-- lock (a lone reader may: see rw_rlock.lua), wake the readers it
+-- stopped (else they sleep until its deadline).
+-- KEYS[1]  the owner key: a writer's lease, or a lone reader's share
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
 -- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
@@ -35,8 +36,12 @@ if held or (first and redis.call('EXISTS', KEYS[1]) == 0) then
 end
 if intended then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
-  if redis.call('ZCARD', KEYS[6]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-    wake_all_readers(ARGV[2], ARGV[3])
+  if redis.call('ZCARD', KEYS[6]) == 0 then
+    -- No writer holds it (a lone reader may: see rw_rlock.lua).
+    local w, _, id = holder_of(redis.call('GET', KEYS[1]))
+    if not w or id == 'r' then
+      wake_all_readers(ARGV[2], ARGV[3])
+    end
   end
 end
 return (held or queued or intended) and 1 or 0

@@ -5,7 +5,8 @@
 -- asked, put the caller in the writers' line, or renew its place, and
 -- with it the caller's intention: while it lives, PreferWriters readers
 -- wait.
--- KEYS[1]  the writer: the owner key (see lib/owner.lua), expiring with the lease
+-- KEYS[1]  the writer: the owner key (see lib/owner.lua), expiring with the
+--          lease; or a lone reader's share (see rw_rlock.lua)
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers: zset token -> fence
 -- KEYS[4]  reader expiries: zset token -> deadline (server ms; inf: never)
@@ -80,8 +81,8 @@ local function join_line()
 end
 
 if w then
-  -- A writer holds it: queue up. The dead in either line are pruned once
-  -- it lets go.
+  -- A writer, or a lone reader, holds it: queue up. The dead in either
+  -- line are pruned once it lets go.
   if not join_line() then
     return try_now(now) -- a heartbeat of a writer dropped from the line
   end

@@ -1,35 +1,59 @@
 -- rw_runlock.lua: release a read share of an RWMutex if the token has one;
 -- when it was the last share, hand the lock to the first waiting writer
 -- (see next_writer in lib/writers.lua).
--- KEYS[1]  the writer's owner key
--- KEYS[2]  the last fence
--- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
+-- KEYS[1]  the owner key: a writer's lease, or a lone reader's share (see
+--          rw_rlock.lua)
+-- KEYS[2]  the last fence, ':fence'
+-- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details:
+--          ':readers', ':rexp', ':rmeta'
 -- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
---          KEYS[9] its metadata
---          (on a single Redis only KEYS[1] is sent: see rw_lock.lua)
+--          KEYS[9] its metadata: ':intent', ':queue', ':alive', ':wmeta'
+--          KEYS[2] to KEYS[9] are declared on a Cluster only; on a single
+--          Redis the script names them from KEYS[1] (see rwParts)
 -- ARGV[1]  token of the share
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the writers' release channel
 -- ARGV[4]  starve_us, as for rw_unlock
 -- Returns  1 when released; 0 when the token had no live share (expired or
 --          removed; nothing else changes).
+local owner = KEYS[1]
 local tok = ARGV[1]
-local ms = string.sub(clock_us(), 1, -4) -- server ms, the clock's digits but the last three
-prune_waiters(KEYS[3], KEYS[4], KEYS[5], ms)
-if redis.call('ZREM', KEYS[3], tok) == 0 then
-  return 0
-end
-redis.call('ZREM', KEYS[4], tok)
-redis.call('HDEL', KEYS[5], tok)
-if redis.call('ZCARD', KEYS[3]) > 0 then
-  expire_by_last(KEYS[4], tonumber(ms), nil, nil, KEYS[3], KEYS[4], KEYS[5])
-  return 1
-end
--- The last share: only waiting writers can be stopped by readers alone
--- (readers waiting behind an intention stay stopped by it).
-if redis.call('EXISTS', KEYS[7]) == 0 then
-  return 1
+local readers, queue = KEYS[3] or owner .. ':readers', KEYS[7] or owner .. ':queue'
+local holder = redis.call('GET', owner)
+local lone = held_by(holder, tok)
+if lone then
+  -- A lone reader's share: nobody else reads or waits, the common case.
+  redis.call('DEL', owner)
+  if redis.call('EXISTS', readers, queue) == 0 then
+    return 1
+  end
 end
 -- @helpers
-next_writer(KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[2], '', ARGV[3], tonumber(ARGV[4]), false)
+local rexp, rmeta = KEYS[4] or owner .. ':rexp', KEYS[5] or owner .. ':rmeta'
+local ms = string.sub(clock_us(), 1, -4) -- server ms, the clock's digits but the last three
+prune_waiters(readers, rexp, rmeta, ms)
+if not lone then
+  if redis.call('ZREM', readers, tok) == 0 then
+    return 0
+  end
+  redis.call('ZREM', rexp, tok)
+  redis.call('HDEL', rmeta, tok)
+end
+if redis.call('ZCARD', readers) > 0 then
+  if not lone then
+    expire_by_last(rexp, tonumber(ms), nil, nil, readers, rexp, rmeta)
+  end
+  return 1
+end
+-- The last share in the readers' keys: a lone reader's in the owner key
+-- (the only holder it can have while a share lived) still holds the lock.
+if holder and not lone then
+  return 1
+end
+-- Only waiting writers can be stopped by readers alone (readers waiting
+-- behind an intention stay stopped by it).
+if redis.call('EXISTS', queue) == 0 then
+  return 1
+end
+next_writer(owner, KEYS[2] or owner .. ':fence', KEYS[6] or owner .. ':intent', queue, KEYS[8] or owner .. ':alive', KEYS[9] or owner .. ':wmeta', ARGV[2], '', ARGV[3], tonumber(ARGV[4]), false)
 return 1

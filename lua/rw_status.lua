@@ -1,5 +1,6 @@
 -- rw_status.lua: describe an RWMutex without changing it.
--- KEYS[1]  the writer's owner key
+-- KEYS[1]  the owner key: a writer's lease, or a lone reader's share
+--          (see rw_rlock.lua)
 -- KEYS[2]  the last fence
 -- KEYS[3]  readers, KEYS[4] reader expiries, KEYS[5] reader details
 -- KEYS[6]  intentions, KEYS[7] the writers' line, KEYS[8] its liveness,
@@ -11,15 +12,21 @@
 --           last one remembered, else 0), writer metadata, writer acquired
 --           at (server ms),
 --           readers: flat list of {metadata, remaining TTL in ms (-1:
---           never expires), fence, acquired at (server ms)}, oldest first,
+--           never expires), fence, acquired at (server ms)}, oldest first
+--           (a lone reader first: the others came after it),
 --           1 when a writer's intention is alive, else 0,
 --           waiting writers: flat list of {metadata, arrived at (server
 --           ms)} in order}
 -- Readers, intentions and writers past their deadline are left out.
 local now_ms = time_ms()
 local out = owner_status(KEYS[1], KEYS[2])
-local rs = redis.call('ZRANGE', KEYS[3], '0', '-1', 'WITHSCORES')
 local readers = {}
+if out[1] == 1 and owner_of(redis.call('GET', KEYS[1])).id == 'r' then
+  -- A lone reader: {metadata, TTL, fence, since}, as the others.
+  readers = {out[4], out[2], out[3], out[5]}
+  out = {0, -2, tonumber(redis.call('GET', KEYS[2]) or '0'), '', 0}
+end
+local rs = redis.call('ZRANGE', KEYS[3], '0', '-1', 'WITHSCORES')
 for i = 1, #rs, 2 do
   local deadline = redis.call('ZSCORE', KEYS[4], rs[i])
   local ttl = -1

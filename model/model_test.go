@@ -89,6 +89,7 @@ var checks = []check{
 	{"RWMutex broken: a leaving first writer hands over a lock another writer holds", "rwmutex.pml", with(threeByOne, "BROKEN_LEAVEOWNER"), exclusion},
 	{"RWMutex broken: a reader's release hands over though readers remain", "rwmutex.pml", with(threeByOne, "BROKEN_LAST"), exclusion},
 	{"RWMutex broken: a writer's leave hands over past the readers", "rwmutex.pml", with(threeByOne, "BROKEN_LEAVE"), exclusion},
+	{"RWMutex broken: a reader's release hands over though a lone reader holds", "rwmutex.pml", with(threeByOne, "BROKEN_LONE"), exclusion},
 	{"RWMutex after a restart of Redis without persistence", "rwmutex.pml", []string{"RESTART"}, exclusion},
 	{"RWMutex progress of a writer, 2x2", "rwmutex.pml", twoByTwo, ""},
 	{"RWMutex progress of a writer, 3x1", "rwmutex.pml", threeByOne, ""},

@@ -95,7 +95,9 @@
 mtype = { wake, grant, all };
 
 /* Redis */
-byte owner;             /* the writer's owner key: its token; 0: free */
+byte owner;             /* the owner key: a writer's token, or a lone
+                           reader's (lone); 0: free */
+bit lone;               /* the owner key holds a lone reader's share */
 byte ttl;               /* its PTTL */
 byte rd[NT];            /* a token's read share left; 0: none (a share
                            past its deadline counts as gone: every
@@ -124,7 +126,7 @@ active proctype clock() {
   :: atomic {
        TICK;
        if
-       :: ttl > 0 -> ttl--; if :: ttl == 0 -> owner = 0 :: else fi
+       :: ttl > 0 -> ttl--; if :: ttl == 0 -> owner = 0; lone = 0 :: else fi
        :: else
        fi;
        k = 1;
@@ -233,7 +235,7 @@ inline nextWriter(wr) {
      if :: wr -> wakeReaders() :: else fi
   :: q[0] != 0 && age[q[0]] == 0 && !first ->
      head = q[0];
-     owner = head;
+     owner = head; lone = 0;
      ttl = alive[head];   /* until its liveness deadline (PXAT) */
      qremove(head, first);
      intent[head] = 0;
@@ -287,19 +289,29 @@ inline writersFirst(gw) {
 }
 
 /* rlock is rw_rlock.lua: a reader that gives way (gw) waits while an
-   intention lives. */
+   intention lives. A reader alone keeps its share in the owner key
+   (lone): when no share is live and none expired lingers unpruned in the
+   readers' keys (then it may go either way here), and no intention
+   stops it; the others keep theirs in rd, beside a lone reader too. */
 inline rlock(t, gw) {
   ok = 0;
   intents(n);
-  if
-  :: rd[t] > 0 -> rd[t] = T; ok = 1         /* a try sent again (GT) */
-  :: rd[t] == 0 && owner != 0 -> wait = ttl
-#ifndef BROKEN_GIVEWAY
-  :: rd[t] == 0 && owner == 0 && gw && n > 0 -> wait = n
+#ifdef BROKEN_GIVEWAY
+  n = 0;                                    /* intentions ignored */
 #endif
-  :: else -> rd[t] = T; ok = 1; writersFirst(gw)
+  if :: !gw -> n = 0 :: else fi;
+  readers(k);
+  if
+  :: owner == t -> ttl = T; ok = 1          /* a lone try sent again (GT) */
+  :: owner != t && rd[t] > 0 -> rd[t] = T; ok = 1   /* a try sent again (GT) */
+  :: owner != t && rd[t] == 0 && owner != 0 && !lone -> wait = ttl
+  :: owner != t && rd[t] == 0 && (owner == 0 || lone) && n > 0 -> wait = n
+  :: owner == 0 && rd[t] == 0 && n == 0 && k == 0 ->
+     owner = t; lone = 1; ttl = T; ok = 1; writersFirst(gw)
+  :: owner != t && rd[t] == 0 && (owner == 0 || lone) && n == 0 ->
+     rd[t] = T; ok = 1; writersFirst(gw)
   fi;
-  n = 0
+  n = 0; k = 0
 }
 
 /* wlock is rw_lock.lua with join: ok, or the wait and kill of a
@@ -353,26 +365,39 @@ inline wbeat(t, intend) {
 /* wunlock is rw_unlock.lua. */
 inline wunlock(t) {
 #ifdef BROKEN_RELEASE
-  if :: owner != 0 -> owner = 0; ttl = 0; nextWriter(1) :: else fi
+  if :: owner != 0 -> owner = 0; lone = 0; ttl = 0; nextWriter(1) :: else fi
 #else
   if :: owner == t -> owner = 0; ttl = 0; nextWriter(1) :: else fi
 #endif
 }
 
-/* runlock is rw_runlock.lua: the last reader lets the first writer in. */
+/* runlock is rw_runlock.lua: the last reader lets the first writer in,
+   a lone reader (owner == t) or one of the others; while a lone reader
+   holds, the others' last lets nobody in (the script stops on any holder
+   of the owner key: only a lone reader can be there while a share
+   lived, and the model lets the rest through, so that a release without
+   the share check still shows). */
 inline runlock(t) {
   if
+  :: owner == t ->
+     owner = 0; lone = 0; ttl = 0;
+     readers(n);
+     if :: n == 0 -> nextWriter(0) :: else fi
 #ifdef BROKEN_RUNLOCK
-  :: true ->                                /* no share check */
+  :: owner != t ->                          /* no share check */
 #else
-  :: rd[t] > 0 ->
+  :: owner != t && rd[t] > 0 ->
 #endif
      rd[t] = 0;
      readers(n);
 #ifdef BROKEN_LAST
      nextWriter(0)                          /* though readers remain */
 #else
-     if :: n == 0 -> nextWriter(0) :: else fi
+#ifdef BROKEN_LONE
+     if :: n == 0 -> nextWriter(0) :: else fi   /* though a lone reader holds */
+#else
+     if :: n == 0 && !(owner != 0 && lone) -> nextWriter(0) :: else fi
+#endif
 #endif
   :: else
   fi;
@@ -400,7 +425,7 @@ inline wleave(t) {
 #endif
   :: else ->
      intents(n);
-     if :: wait > 0 && n == 0 && owner == 0 -> wakeReaders() :: else fi
+     if :: wait > 0 && n == 0 && (owner == 0 || lone) -> wakeReaders() :: else fi
   fi;
   first = 0; wait = 0; n = 0
 }
@@ -526,7 +551,8 @@ held:
      if
      :: atomic {
           if
-          :: reading[i] -> ok = (rd[t] > 0); if :: ok -> rd[t] = T :: else fi
+          :: reading[i] && owner == t -> ok = 1; ttl = T   /* a lone reader's */
+          :: reading[i] && owner != t -> ok = (rd[t] > 0); if :: ok -> rd[t] = T :: else fi
           :: else -> ok = (owner == t); if :: ok -> ttl = T :: else fi
           fi
         }
@@ -567,7 +593,7 @@ done:
 active proctype restart() {
   byte k;
   atomic {
-    owner = 0; ttl = 0;
+    owner = 0; lone = 0; ttl = 0;
     k = 0;
     do
     :: k < NT -> q[k] = 0; alive[k] = 0; age[k] = 0; rd[k] = 0; intent[k] = 0; k++
