@@ -6,7 +6,8 @@
 -- takes it, and it is renewed, checked and ends as a writer's lease does.
 -- Readers that come while it holds keep theirs in the readers' keys. A
 -- dlock older than this reads a lone reader as a writer: its writers wait
--- for it, and so do its readers, until its release or their timer.
+-- for it, and so do its readers, until a writer's release wakes them or
+-- their timer ends.
 -- KEYS[1]  the owner key: a writer's lease, or a lone reader's share
 -- KEYS[2]  the last fence, ':fence'
 -- KEYS[3]  readers: zset token -> fence, ':readers'
