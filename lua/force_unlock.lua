@@ -11,8 +11,7 @@
 -- ARGV[3…] the lock's release channels; each gets 'all'
 -- Returns  the number of keys removed; -1 when the holder changed
 if ARGV[2] == 'none' then
-  local w, _, id = holder_of(redis.call('GET', KEYS[1]))
-  if w and id ~= 'r' then
+  if writer_holds(KEYS[1]) then
     return -1
   end
 elseif ARGV[2] ~= '' then

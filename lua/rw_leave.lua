@@ -37,9 +37,7 @@ end
 if intended then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now_ms)
   if redis.call('ZCARD', KEYS[6]) == 0 then
-    -- No writer holds it (a lone reader may: see rw_rlock.lua).
-    local w, _, id = holder_of(redis.call('GET', KEYS[1]))
-    if not w or id == 'r' then
+    if not writer_holds(KEYS[1]) then -- a lone reader may hold it
       wake_all_readers(ARGV[2], ARGV[3])
     end
   end

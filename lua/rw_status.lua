@@ -19,9 +19,9 @@
 --           ms)} in order}
 -- Readers, intentions and writers past their deadline are left out.
 local now_ms = time_ms()
-local out = owner_status(KEYS[1], KEYS[2])
+local out, id = owner_status(KEYS[1], KEYS[2])
 local readers = {}
-if out[1] == 1 and owner_of(redis.call('GET', KEYS[1])).id == 'r' then
+if id == 'r' then
   -- A lone reader: {metadata, TTL, fence, since}, as the others.
   readers = {out[4], out[2], out[3], out[5]}
   out = {0, -2, tonumber(redis.call('GET', KEYS[2]) or '0'), '', 0}

@@ -96,6 +96,13 @@ local function peek_owner(owner)
   return holder_of(redis.call('GET', owner))
 end
 
+-- writer_holds reports whether an RWMutex's owner key holds a writer's
+-- lease: held, and not by a lone reader (id 'r', see rw_rlock.lua).
+local function writer_holds(owner)
+  local w, _, id = holder_of(redis.call('GET', owner))
+  return w and id ~= 'r'
+end
+
 -- owner_value is the owner key's value for the lease tok, taken at clock
 -- (server µs) with fence, both decimal strings (see issue_fence). It is
 -- joined from strings, not formatted: %s would stop at a zero byte in the
@@ -128,11 +135,12 @@ local function take_owner(owner, fence_key, tok, meta, ttl, clock, id)
 end
 
 -- owner_status reads an owner key for a status reply: {1, pttl, fence,
--- meta, since} while held, else {0, -2, the last fence, '', 0}.
+-- meta, since} while held, and the holder's id (a lone reader's is 'r':
+-- see rw_rlock.lua), else {0, -2, the last fence, '', 0}.
 local function owner_status(owner, fence_key)
   local h = owner_of(redis.call('GET', owner))
   if h then
-    return {1, redis.call('PTTL', owner), h.fence, h.meta, h.since}
+    return {1, redis.call('PTTL', owner), h.fence, h.meta, h.since}, h.id
   end
   return {0, -2, tonumber(redis.call('GET', fence_key) or '0'), '', 0}
 end
