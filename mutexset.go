@@ -262,8 +262,19 @@ func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 }
 
 func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
-	return scriptCall{setAcquire, s.kl, []any{tok, millis(s.cfg.ttl), s.cfg.metadata, a.member,
-		join, millis(queueLiveness), mutexStarve.Microseconds()}}
+	args := []any{tok, millis(s.cfg.ttl), a.member, join, millis(queueLiveness), mutexArgs.starve}
+	if s.cfg.metadata != "" {
+		args = append(args, s.cfg.metadata) // last, sent only when there is some
+	}
+	return scriptCall{setAcquire, s.kl, args}
+}
+
+// wakeArg is how set_release and set_leave hand a member on, one
+// argument that Redis reads only when somebody waits (see wake_args in
+// lua/lib/waiters.lua): made here rather than kept, so that a set handle
+// stays small.
+func (s *MutexSet) wakeArg() string {
+	return mutexArgs.starve + " " + s.c.hub.PublishCommand() + " " + s.keys.Channel()
 }
 
 func (s *MutexSet) parseTry(reply any, err error) (attempt, error) {
@@ -273,7 +284,7 @@ func (s *MutexSet) parseTry(reply any, err error) (attempt, error) {
 func (s *MutexSet) granted(_ *acquisition, r attempt) leaseOps { return setMember{s, r.member} }
 
 func (s *MutexSet) leave(ctx context.Context, _ *acquisition, tok string) error {
-	return s.run(ctx, setLeave, tok, s.c.hub.PublishCommand(), s.keys.Channel(), mutexStarve.Microseconds()).Err()
+	return s.run(ctx, setLeave, tok, s.wakeArg()).Err()
 }
 
 // named describes taking member by name: a bad name is the call's error.
@@ -385,8 +396,7 @@ func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (
 // take it (set_release.lua), once (see once). Members barge as a Mutex
 // does (mutexStarve).
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
-	return m.s.runOnce(ctx, setRelease, tok, m.member,
-		m.s.c.hub.PublishCommand(), m.s.keys.Channel(), mutexStarve.Microseconds()).Bool()
+	return m.s.runOnce(ctx, setRelease, tok, m.member, m.s.wakeArg()).Bool()
 }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {

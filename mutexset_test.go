@@ -425,6 +425,79 @@ func TestSetReleaseWakes(t *testing.T) {
 	check("named", forX, time.Now(), "x")
 }
 
+// TestSetHandOverWritesOverTheLeaseLetGo: a member handed from a holder
+// to a waiter is the waiter's whole: its metadata (none, then some), its
+// fence and time of taking, the old lease's entry gone, and the member
+// in neither the free ones nor held twice; once released, free again.
+func TestSetHandOverWritesOverTheLeaseLetGo(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "handed")
+	holderC, _, _ := newClient(t, srv)
+	hs := holderC.MutexSet("handed", dlock.WithTTL(time.Minute), dlock.WithMetadata("old"))
+	if err := hs.Add(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *dlock.Lease, meta string, since time.Time) {
+		t.Helper()
+		ms, err := hs.Members(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 1 || !ms[0].Held || ms[0].Metadata != meta || ms[0].Fence != l.Fence() || ms[0].Since.Before(since.Add(-time.Second)) {
+			t.Errorf("Members = %+v, want m held with metadata %q and fence %d since %v", ms, meta, l.Fence(), since)
+		}
+		if n := rdb.HLen(ctx, key.Part("leases")).Val(); n != 1 {
+			t.Errorf("%d leases recorded, want the holder's alone", n)
+		}
+		if n := rdb.ZCard(ctx, key.Part("free")).Val(); n != 0 {
+			t.Errorf("%d free members while m is held", n)
+		}
+	}
+	for _, meta := range []string{"", "new"} {
+		held := mustAcquireMember(t, hs, "m")
+		opts := []dlock.LockOption{dlock.WithTTL(time.Minute)}
+		if meta != "" {
+			opts = append(opts, dlock.WithMetadata(meta))
+		}
+		waiterC, _, _ := newClient(t, srv)
+		got := make(chan *dlock.Lease, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			l, err := waiterC.MutexSet("handed", opts...).Acquire(wctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		for deadline := time.Now().Add(5 * time.Second); rdb.Exists(ctx, key.Part("queue")).Val() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the waiter did not queue within 5s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // past the millisecond a newcomer may barge in
+		released := time.Now()
+		mustUnlock(t, held)
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if l.Fence() <= held.Fence() {
+			t.Errorf("handed over with fence %d, not above the last holder's %d", l.Fence(), held.Fence())
+		}
+		check(l, meta, released)
+		mustUnlock(t, l)
+		if n := rdb.HLen(ctx, key.Part("leases")).Val(); n != 0 {
+			t.Errorf("%d leases recorded once all are released", n)
+		}
+		if free := rdb.ZRange(ctx, key.Part("free"), 0, -1).Val(); !slices.Equal(free, []string{"m"}) {
+			t.Errorf("free members %v once released, want [m]", free)
+		}
+	}
+}
+
 // TestSetExpiryWakes: a holder that never renews nor releases. A waiter
 // (for any member, then for the member by name) gets the member when the
 // lease runs out, with no release announced; the old lease can then

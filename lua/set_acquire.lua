@@ -11,14 +11,14 @@
 -- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
--- ARGV[3]  metadata shown by Members
--- ARGV[4]  the member wanted; '' for any
--- ARGV[5]  1 to join the queue when not granted (Acquire), 0 not to,
+-- ARGV[3]  the member wanted; '' for any
+-- ARGV[4]  1 to join the queue when not granted (Acquire), 0 not to,
 --          2 for a waiter's heartbeat: renew its place, take nothing (see
 --          try_now)
--- ARGV[6]  waiter liveness timeout in ms
--- ARGV[7]  starve_us: how long a waiter may wait before newcomers must
+-- ARGV[5]  waiter liveness timeout in ms
+-- ARGV[6]  starve_us: how long a waiter may wait before newcomers must
 --          queue behind it
+-- ARGV[7]  metadata shown by Members; absent: none
 -- Returns  "<fence> <member>" when taken (also when this token already
 --          holds one: a try may be sent again after a lost reply, or a
 --          member was handed to it; the lease's TTL then starts anew);
@@ -28,15 +28,30 @@
 --           token dated before it was void by now)};
 --          {-1} when the named member is not in the set or being removed;
 --          a heartbeat never takes a member: it replies try_now instead.
-local tok, ttl, meta, want, join = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
-local beat = join == '2'
+local tok, ttl, want, join, meta = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[7] or ''
 local clock = clock_us()
 local now = tonumber(clock)
-local now_ms = math.floor(now / 1000)
-local ms = string.sub(clock, 1, -4) -- now_ms, the clock's digits but the last three
-set_reclaim(ms)
-
+local ms = string.sub(clock, 1, -4) -- the server's ms, the clock's digits but the last three
+local due = set_due(ms)
 local mine = redis.call('HGET', KEYS[5], tok)
+local queued = redis.call('EXISTS', KEYS[11]) == 1
+-- The common case: no lease to reclaim, none of this token's, nobody
+-- waiting, and a try (not a heartbeat) for any member: the least
+-- recently used free one is taken, if there is one.
+if #due == 0 and not mine and not queued and want == '' and join ~= '2' then
+  local m = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
+  if m then
+    return set_grant(m, tok, ttl, meta, now, clock) .. ' ' .. m
+  end
+end
+-- @helpers
+local beat = join == '2'
+local now_ms = math.floor(now / 1000)
+if #due > 0 then
+  set_reclaim(due)
+  mine = redis.call('HGET', KEYS[5], tok) -- its lease may have been one
+end
+
 if mine then
   local e = set_expiry(mine)
   if e and e > now_ms and beat then
@@ -55,7 +70,6 @@ if mine then
   end
 end
 
-local queued = redis.call('EXISTS', KEYS[11]) == 1
 if queued then
   prune_waiters(KEYS[11], KEYS[12], KEYS[13], ms)
 end
@@ -67,7 +81,7 @@ local function ahead(m, skip)
     return nil
   end
   local w, order, _, deadline = set_first_for(m, tok, skip)
-  if not may_take(w, order, tok, now, tonumber(ARGV[7])) then
+  if not may_take(w, order, tok, now, tonumber(ARGV[6])) then
     return w, deadline
   end
   return nil
@@ -82,7 +96,7 @@ local function take(m)
   return set_grant(m, tok, ttl, meta, now, clock) .. ' ' .. m
 end
 local function refuse(wait, holder)
-  if join ~= '0' and not join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[6]), beat) then
+  if join ~= '0' and not join_queue(KEYS[11], KEYS[12], KEYS[13], tok, #want .. ':' .. want .. meta, now, tonumber(ARGV[5]), beat) then
     return try_now(now) -- a heartbeat of a waiter dropped from the queue
   end
   return {0, wait, holder, now}

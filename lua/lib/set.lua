@@ -121,12 +121,11 @@ local function set_keep()
   end
 end
 
--- set_vacate ends the holding of member m (a release, or an expiry found
--- late) and makes m free with the given time of last use (server µs, a
--- decimal string), or drops it if it was removed while held. tok is the
--- token holding m when the caller has read it (nil: read here). Returns
--- true when m is free now.
-local function set_vacate(m, used_us, tok)
+-- set_unhold ends the holding of member m by the lease tok (nil: the
+-- holder is read here), leaving m neither held nor free: the caller then
+-- makes it free (ZADD to KEYS[2], with its time of last use), or drops it
+-- from the set.
+local function set_unhold(m, tok)
   tok = tok or redis.call('HGET', KEYS[4], m)
   if tok then
     redis.call('HDEL', KEYS[5], tok)
@@ -135,7 +134,20 @@ local function set_vacate(m, used_us, tok)
   redis.call('HDEL', KEYS[4], m)
   redis.call('HDEL', KEYS[6], m)
   redis.call('HDEL', KEYS[7], m)
-  if redis.call('SISMEMBER', KEYS[9], m) == 1 then
+end
+
+-- set_vacate ends the holding of member m (a release, or an expiry found
+-- late) and makes m free with the given time of last use (server µs, a
+-- decimal string), or drops it if it was removed while held. tok is the
+-- token holding m when the caller has read it (nil: read here), removing
+-- whether m is being removed when the caller has looked (nil: looked at
+-- here). Returns true when m is free now.
+local function set_vacate(m, used_us, tok, removing)
+  set_unhold(m, tok)
+  if removing == nil then
+    removing = redis.call('SISMEMBER', KEYS[9], m) == 1
+  end
+  if removing then
     set_forget(m)
     set_fade() -- a lease that never expired may have kept the keys
     return false
@@ -144,13 +156,17 @@ local function set_vacate(m, used_us, tok)
   return true
 end
 
--- set_reclaim frees the members whose lease expired by now_ms (server
--- ms, a decimal string), earliest expiry first, each with its expiry as
+-- set_due lists the members whose lease expired by now_ms (server ms, a
+-- decimal string), earliest expiry first, each followed by its expiry:
+-- at most 100, to bound the script's run time; the rest come next time.
+local function set_due(now_ms)
+  return redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms, 'WITHSCORES', 'LIMIT', '0', '100')
+end
+
+-- set_reclaim frees the members set_due listed, each with its expiry as
 -- its time of last use (the score's digits and three zeros: the scores
--- of held members are whole ms). At most 100 per call, to bound the
--- script's run time; the rest go on the next call.
-local function set_reclaim(now_ms)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms, 'WITHSCORES', 'LIMIT', '0', '100')
+-- of held members are whole ms).
+local function set_reclaim(due)
   for i = 1, #due, 2 do
     set_vacate(due[i], due[i + 1] .. '000')
   end
@@ -162,8 +178,9 @@ end
 -- before, expired or not (last: m's own, or for a member with none the
 -- set's highest); the clock itself when it has passed it (see exceeds). ttl is in ms, 0 for a lease that never expires. The
 -- expiry is rounded up to the next ms: Redis must keep the lease at least
--- ttl.
-local function set_grant(m, tok, ttl, meta, now, clock)
+-- ttl. from is the token of a lease let go that still holds m, whose
+-- entries the grant writes over (a hand-over); nil for a free member.
+local function set_grant(m, tok, ttl, meta, now, clock, from)
   local fs = clock
   local last = redis.call('HGET', KEYS[8], m) or redis.call('GET', KEYS[10])
   if not exceeds(clock, last) then
@@ -174,7 +191,11 @@ local function set_grant(m, tok, ttl, meta, now, clock)
   if highest and not exceeds(fs, highest) then
     redis.call('SET', KEYS[10], highest) -- a clock stepped back
   end
-  redis.call('ZREM', KEYS[2], m)
+  if from then
+    redis.call('HDEL', KEYS[5], from)
+  else
+    redis.call('ZREM', KEYS[2], m)
+  end
   local expiry = '+inf'
   if ttl > 0 then
     expiry = int(math.ceil(now / 1000) + ttl)
@@ -186,6 +207,8 @@ local function set_grant(m, tok, ttl, meta, now, clock)
   redis.call('HSET', KEYS[7], m, string.sub(clock, 1, -4))
   if meta ~= '' then
     redis.call('HSET', KEYS[6], m, meta)
+  elseif from then
+    redis.call('HDEL', KEYS[6], m)
   end
   return fs
 end
@@ -245,55 +268,70 @@ local function set_first_for(m, stop, skip)
 end
 
 -- set_hand_over gives the member m, free at the server's clock (µs, a
--- decimal string: see clock_us), straight to the first live waiter that
--- would take it, as hand_over (waiters.lua) does for a lock: the waiter
--- holds m until its liveness deadline, and is told on its channel by
--- "<token> <fence> <now µs> <member>"; or, while that waiter has waited
--- less than starve_us, it is woken by "<token>" to try. The set's channel
--- is channel.
-local function set_hand_over(m, clock, publish, channel, starve_us)
-  if redis.call('EXISTS', KEYS[11]) == 0 then
-    return
+-- decimal string: see clock_us) or let go by the lease from (see
+-- set_grant), straight to the first live waiter that would take it, as
+-- hand_over (waiters.lua) does for a lock: the waiter holds m until its
+-- liveness deadline, and is told on its channel by "<token> <fence> <now
+-- µs> <member>"; or, while that waiter has waited less than starve_us, it
+-- is woken by "<token>" to try. The set's channel is channel. queued
+-- tells whether anybody waits, when the caller knows (nil: looked at
+-- here). It returns whether it handed m over: if not, m is as it was.
+local function set_hand_over(m, clock, publish, channel, starve_us, queued, from)
+  if queued == false or queued == nil and redis.call('EXISTS', KEYS[11]) == 0 then
+    return false
   end
   local now = tonumber(clock)
   local now_ms = math.floor(now / 1000)
   prune_waiters(KEYS[11], KEYS[12], KEYS[13], string.sub(clock, 1, -4))
   local tok, order, entry, deadline = set_first_for(m)
   if not tok then
-    return
+    return false
   end
   local want, meta = set_waiter(entry)
   if want ~= '' then
     channel = channel .. ':' .. want
   end
   if wake_to_barge(tok, order, now, publish, channel, starve_us) then
-    return
+    return false
   end
   -- Until the waiter's liveness deadline; at least a ms (when more dead
   -- waiters lay ahead than one prune takes, tok may be one of them).
   local live = math.max(1, tonumber(deadline) - now_ms)
   drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
-  local fence = set_grant(m, tok, live, meta, now, clock)
+  local fence = set_grant(m, tok, live, meta, now, clock, from)
   redis.call(publish, channel, table.concat({tok, fence, clock, m}, ' '))
+  return true
+end
+
+-- set_lease_end reads the lease on member m at the server's clock (µs, a
+-- decimal string: see clock_us): whether it is live, and the time of last
+-- use m is to have once let go (server µs, a decimal string: the clock,
+-- or the lease's expiry when that has passed). The expiry is compared
+-- with the clock as decimal strings (exceeds): the scores of held members
+-- are whole ms, or inf.
+local function set_lease_end(m, clock)
+  local e = redis.call('ZSCORE', KEYS[3], m)
+  local live = e == 'inf' or (e and exceeds(e, string.sub(clock, 1, -4)))
+  if e and not live then
+    return false, e .. '000' -- it ended at its expiry
+  end
+  return live, clock
 end
 
 -- set_let_go ends the holding of member m by the lease tok at the
 -- server's clock (µs, a decimal string: see clock_us) and passes m on: to
--- the first waiter that would take it (see set_hand_over), or to the free
--- members; a member removed while held leaves the set instead, and its
--- waiters are woken to learn so. It returns whether the lease was live.
--- Its expiry is compared with the clock as decimal strings (exceeds):
--- the scores of held members are whole ms, or inf.
-local function set_let_go(m, tok, clock, publish, channel, starve_us)
-  local e = redis.call('ZSCORE', KEYS[3], m)
-  local live = e == 'inf' or (e and exceeds(e, string.sub(clock, 1, -4)))
-  local used = clock
-  if e and not live then
-    used = e .. '000' -- it ended at its expiry
+-- the first waiter that would take it (see set_hand_over: the grant
+-- writes over the lease let go), or to the free members; a member removed
+-- while held leaves the set instead, and its waiters are woken to learn
+-- so. It returns whether the lease was live. queued is as for
+-- set_hand_over.
+local function set_let_go(m, tok, clock, publish, channel, starve_us, queued)
+  local live, used = set_lease_end(m, clock)
+  local removing = redis.call('SISMEMBER', KEYS[9], m) == 1
+  if not removing and set_hand_over(m, clock, publish, channel, starve_us, queued, tok) then
+    return live
   end
-  if set_vacate(m, used, tok) then
-    set_hand_over(m, clock, publish, channel, starve_us)
-  else
+  if not set_vacate(m, used, tok, removing) then
     redis.call(publish, channel .. ':' .. m, 'all')
   end
   return live
