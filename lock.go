@@ -63,6 +63,15 @@ type lock struct {
 	err error
 }
 
+// wakeArg is how a release or a leave is told to hand the lock on, with
+// starve the kind's starve_us: "<starve_us> <publish> <channel>", one
+// argument that Redis reads only when somebody waits (see wake_args in
+// lua/lib/waiters.lua); made at each call rather than kept, so that a
+// lock handle stays small.
+func (l *lock) wakeArg(starve string) string {
+	return starve + " " + l.c.hub.PublishCommand() + " " + l.keys.Channel()
+}
+
 // newLock checks name and opts for a lock of kind k on c, whose scripts
 // take the main key and then parts as their KEYS.
 func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string) lock {

@@ -269,14 +269,6 @@ func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
 	return scriptCall{setAcquire, s.kl, args}
 }
 
-// wakeArg is how set_release and set_leave hand a member on, one
-// argument that Redis reads only when somebody waits (see wake_args in
-// lua/lib/waiters.lua): made here rather than kept, so that a set handle
-// stays small.
-func (s *MutexSet) wakeArg() string {
-	return mutexArgs.starve + " " + s.c.hub.PublishCommand() + " " + s.keys.Channel()
-}
-
 func (s *MutexSet) parseTry(reply any, err error) (attempt, error) {
 	return parseSetAttempt(reply, err)
 }
@@ -284,7 +276,7 @@ func (s *MutexSet) parseTry(reply any, err error) (attempt, error) {
 func (s *MutexSet) granted(_ *acquisition, r attempt) leaseOps { return setMember{s, r.member} }
 
 func (s *MutexSet) leave(ctx context.Context, _ *acquisition, tok string) error {
-	return s.run(ctx, setLeave, tok, s.wakeArg()).Err()
+	return s.run(ctx, setLeave, tok, s.wakeArg(mutexArgs.starve)).Err()
 }
 
 // named describes taking member by name: a bad name is the call's error.
@@ -396,7 +388,7 @@ func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (
 // take it (set_release.lua), once (see once). Members barge as a Mutex
 // does (mutexStarve).
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
-	return m.s.runOnce(ctx, setRelease, tok, m.member, m.s.wakeArg()).Bool()
+	return m.s.runOnce(ctx, setRelease, tok, m.member, m.s.wakeArg(mutexArgs.starve)).Bool()
 }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {

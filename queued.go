@@ -128,10 +128,7 @@ func (q *queued) release(ctx context.Context, tok string) (bool, error) {
 // handOver runs a script that lets tok's hold on the lock go, handing the
 // lock to the first waiter (queue_release, queue_leave), once (see once).
 func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *redis.Cmd {
-	// How to hand the lock over, one argument that Redis reads only when
-	// somebody waits; made here rather than kept, so that a lock handle
-	// stays small.
-	args := []any{tok, q.args().starve + " " + q.c.hub.PublishCommand() + " " + q.keys.Channel()}
+	args := []any{tok, q.wakeArg(q.args().starve)}
 	if q.announce != nil {
 		args = append(args, 1) // a hand-over announces itself
 	}
