@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,56 @@ func TestPackedArgumentOfUnknownForm(t *testing.T) {
 	}
 	if v := rdb.Get(ctx, q.keys.Key()).Val(); !strings.HasPrefix(v, tok+" ") {
 		t.Errorf("after the failed leave the owner key holds %q; want the holder's", v)
+	}
+}
+
+// TestSetTryAgainAfterItsLeaseEndedUnseen sends a MutexSet try again with
+// the token of a lease that expired unseen, while more than a hundred
+// leases that expired before it are due (a call reclaims a hundred at
+// most): the try takes another member, and the ended lease must not
+// drop that member's lease later, when it is reclaimed. Sent again once
+// more, the try finds the member it took, not a third one. (Found by a
+// differential review of part 15; the parent had it too.)
+func TestSetTryAgainAfterItsLeaseEndedUnseen(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	c := New(rdb)
+	t.Cleanup(func() { c.Close() })
+	const before = 100 // the leases due ahead of the token's
+	members := make([]string, before+3)
+	for i := range members {
+		members[i] = fmt.Sprintf("m%03d", i)
+	}
+	if err := c.MutexSet("unseen").Add(ctx, members...); err != nil {
+		t.Fatal(err)
+	}
+	try := func(ttl time.Duration, tok string) string {
+		t.Helper()
+		r, err := c.MutexSet("unseen", WithTTL(ttl)).acquisition("", false).try(ctx, tok)
+		if err != nil || !r.ok {
+			t.Fatalf("try of %s = (%+v, %v); want a member", tok, r, err)
+		}
+		return r.member
+	}
+	for i := range before {
+		try(50*time.Millisecond, fmt.Sprintf("early%d", i))
+	}
+	first := try(100*time.Millisecond, "tok")
+	time.Sleep(300 * time.Millisecond) // every lease taken has expired
+	second := try(time.Minute, "tok")  // reclaims the hundred early ones alone
+	if second == first {
+		t.Fatalf("the try sent again kept %s, whose lease had ended", first)
+	}
+	try(time.Minute, "other") // reclaims what is left, first among it
+	leases := c.MutexSet("unseen").keys.Part("leases")
+	if got := rdb.HGet(ctx, leases, "tok").Val(); got != second {
+		t.Errorf("the lease index names %q for the token; want %s, the member it holds", got, second)
+	}
+	if third := try(time.Minute, "tok"); third != second {
+		t.Errorf("sent again once more, the try took %s; want %s, which it holds", third, second)
+	}
+	if n := rdb.ZCard(ctx, c.MutexSet("unseen").keys.Part("held")).Val(); n != 2 {
+		t.Errorf("%d members held; want 2 (the token's and the other's)", n)
 	}
 }

@@ -6,7 +6,7 @@
 -- recently used members, one each, the next free one is taken (of the
 -- first ten). Otherwise, when asked, queue the caller or renew its
 -- place. Costs O(log n) in the set's size, plus O(k) for the k (at most
--- 100) expired leases it frees on the way, and with waiters O(w) for the
+-- 100, and the caller's own) expired leases it frees on the way, and with waiters O(w) for the
 -- w (at most 100) it looks at, for each of up to ten free members.
 -- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the new lease
@@ -67,6 +67,16 @@ if mine then
     end
     set_follow(mine)
     return redis.call('HGET', KEYS[8], mine) .. ' ' .. mine
+  end
+  -- Its lease ended unseen, beyond the leases set_reclaim freed in this
+  -- call: end it now, before the token takes another member, or reclaiming
+  -- this one later would drop the index entry of the new lease (and a try
+  -- sent again could then take a third member). An entry naming a member
+  -- the token does not hold is dropped alone.
+  if e and set_owns(mine, tok) then
+    set_vacate(mine, int(e * 1000), tok)
+  else
+    redis.call('HDEL', KEYS[5], tok)
   end
 end
 
