@@ -566,6 +566,44 @@ func TestSemaphoreStatus(t *testing.T) {
 	}
 }
 
+// TestSemaphoreCountThroughCommonPaths: the permits in use as the
+// uncontended try and release count them: set by the first lease, added
+// to by the next, taken from by a release that leaves a lease held, and
+// gone with both keys at the last release, after which all the permits
+// can be taken at once.
+func TestSemaphoreCountThroughCommonPaths(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	s := c.Semaphore("count", 5)
+	take := func(n int64) *dlock.Lease {
+		t.Helper()
+		return mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.TryAcquire(ctx, n) })
+	}
+	expect := func(what string, inUse int64, keys int) {
+		t.Helper()
+		if st := statusOf(t, s); st.InUse != inUse {
+			t.Errorf("%s: %d permits in use, want %d", what, st.InUse, inUse)
+		}
+		ks, err := rdb.Keys(ctx, "*{count}*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(ks) - 1; n != keys { // the last fence stays a minute
+			t.Errorf("%s: keys %q, want the fence and %d more", what, ks, keys)
+		}
+	}
+	a := take(2)
+	expect("the first lease", 2, 2)
+	b := take(1)
+	expect("a second lease", 3, 2)
+	mustUnlock(t, a)
+	expect("the first released", 1, 2)
+	mustUnlock(t, b)
+	expect("the last released", 0, 0)
+	mustUnlock(t, take(5))
+	expect("all five taken and released", 0, 0)
+}
+
 // TestSemaphoreRoundTrips: an uncontended TryAcquire, Refresh, Held and
 // Unlock cost one round trip each, and one script.
 func TestSemaphoreRoundTrips(t *testing.T) {

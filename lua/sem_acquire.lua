@@ -35,12 +35,27 @@
 --          a heartbeat never takes permits: it replies try_now instead.
 local tok, ttl, meta, join = ARGV[1], ARGV[2], ARGV[3], ARGV[6]
 local n, size = tonumber(ARGV[4]), tonumber(ARGV[5])
-local beat = join == '2'
 local clock = clock_us()
 local ms = string.sub(clock, 1, -4) -- the clock's ms
 local now_ms = tonumber(ms)
-local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, ms)
-local head = first_waiter(KEYS[4])
+local due = sem_due(KEYS[3], ms)
+local v = redis.call('HMGET', KEYS[1], 'used', tok)
+local head = redis.call('ZRANGE', KEYS[4], '0', '0')[1]
+-- The common case: no lease to drop, none of this token's, nobody
+-- waiting, and a try (not a heartbeat) whose permits fit: it takes them.
+if #due == 0 and not v[2] and not head and join ~= '2' then
+  local used = tonumber(v[1] or '0')
+  -- (Permits counted with no leases key are for permits_and_lease.)
+  if n <= size - used and (used == 0 or redis.call('EXISTS', KEYS[3]) == 1) then
+    local fence = issue_fence(KEYS[2], clock)
+    local deadline, left = deadline_of(ttl, now_ms)
+    add_lease(KEYS[1], KEYS[3], tok, ARGV[4], ARGV[5], fence, ms, meta, deadline, left, used == 0)
+    return fence
+  end
+end
+-- @helpers
+local beat = join == '2'
+local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, ms, due, v)
 if head then
   used = grant_waiters(KEYS, ARGV[8], ARGV[9], clock, used)
   head = first_waiter(KEYS[4])

@@ -8,14 +8,33 @@
 -- ARGV[3]  the release channel
 -- Returns  1 when released; 0 when the token held no live lease (nothing
 --          else changes but the expired leases dropped on the way).
+local tok = ARGV[1]
 local clock = clock_us()
 local ms = string.sub(clock, 1, -4) -- the clock's ms
-local used, l = permits_and_lease(KEYS[1], KEYS[3], ARGV[1], ms)
+local due = sem_due(KEYS[3], ms)
+local v = redis.call('HMGET', KEYS[1], 'used', tok)
+local queued = redis.call('EXISTS', KEYS[4]) == 1
+-- The common case: no lease due (so tok's, if the leases key has it, is
+-- live) and nobody waiting: the lease ends, and nobody is granted a thing.
+if #due == 0 and not queued then
+  local l = parse_lease(v[2])
+  if l and redis.call('ZREM', KEYS[3], tok) == 1 then
+    local used = tonumber(v[1] or '0')
+    if used and used <= l.n then
+      redis.call('DEL', KEYS[1], KEYS[3]) -- the last lease: as end_lease would
+    else
+      end_lease(KEYS[1], KEYS[3], tok, l.n, ms)
+    end
+    return 1
+  end
+end
+-- @helpers
+local used, l = permits_and_lease(KEYS[1], KEYS[3], tok, ms, due, v)
 if not l then
   return 0
 end
-drop_lease(KEYS[1], KEYS[3], ARGV[1], l.n, ms)
-if redis.call('EXISTS', KEYS[4]) == 1 then
+drop_lease(KEYS[1], KEYS[3], tok, l.n, ms)
+if queued then
   grant_waiters(KEYS, ARGV[2], ARGV[3], clock, used - l.n)
 end
 return 1

@@ -25,11 +25,10 @@ local function lease_of(main, tok)
   return parse_lease(redis.call('HGET', main, tok))
 end
 
--- drop_lease takes tok's lease of n permits out of the two keys at now_ms
--- (server ms, a decimal string), and removes both when no permit is held
--- any more.
-local function drop_lease(main, leases, tok, n, now_ms)
-  redis.call('ZREM', leases, tok)
+-- end_lease takes tok's lease of n permits out of the main hash at now_ms
+-- (server ms, a decimal string), its deadline being out of the leases
+-- key already, and removes both keys when no permit is held any more.
+local function end_lease(main, leases, tok, n, now_ms)
   redis.call('HDEL', main, tok)
   if redis.call('HINCRBY', main, 'used', int(-n)) <= 0 then
     redis.call('DEL', main, leases)
@@ -40,16 +39,31 @@ local function drop_lease(main, leases, tok, n, now_ms)
   end
 end
 
--- permits_and_lease drops the leases whose deadline passed by now_ms
--- (server ms, a decimal string; at most 100 per call, as prune_waiters
--- does) and returns the permits the rest hold, and tok's lease if it is
--- live, else nil, in one read of the main hash. A lease of tok that ran
--- out but was left for a later call is dropped too: a lease that ran out
--- is never taken up again, not even by a try sent again with its token.
--- Deadlines are compared with now_ms as strings (exceeds).
-local function permits_and_lease(main, leases, tok, now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now_ms, 'LIMIT', '0', '100')
-  for _, t in ipairs(dead) do
+-- drop_lease takes tok's lease of n permits out of the two keys at now_ms
+-- (see end_lease).
+local function drop_lease(main, leases, tok, n, now_ms)
+  redis.call('ZREM', leases, tok)
+  end_lease(main, leases, tok, n, now_ms)
+end
+
+-- sem_due lists the tokens of the leases whose deadline passed by now_ms
+-- (server ms, a decimal string), earliest first: at most 100, as
+-- prune_waiters drops, to bound the script's run time.
+local function sem_due(leases, now_ms)
+  return redis.call('ZRANGEBYSCORE', leases, '-inf', now_ms, 'LIMIT', '0', '100')
+end
+
+-- permits_and_lease drops the leases due (listed by sem_due; nil: listed
+-- here) at now_ms (server ms, a decimal string) and returns the permits
+-- the rest hold, and tok's lease if it is live, else nil. v is what
+-- HMGET of the main hash's 'used' and tok read before the drop (nil:
+-- read here), read again if any lease was dropped. A lease of tok that
+-- ran out but was left for a later call is dropped too: a lease that ran
+-- out is never taken up again, not even by a try sent again with its
+-- token. Deadlines are compared with now_ms as strings (exceeds).
+local function permits_and_lease(main, leases, tok, now_ms, due, v)
+  due = due or sem_due(leases, now_ms)
+  for _, t in ipairs(due) do
     local l = lease_of(main, t)
     if l then
       drop_lease(main, leases, t, l.n, now_ms)
@@ -59,7 +73,9 @@ local function permits_and_lease(main, leases, tok, now_ms)
       redis.call('ZREM', leases, t)
     end
   end
-  local v = redis.call('HMGET', main, 'used', tok)
+  if #due > 0 or not v then
+    v = redis.call('HMGET', main, 'used', tok)
+  end
   local used, l = tonumber(v[1] or '0'), parse_lease(v[2])
   if l then
     local deadline = redis.call('ZSCORE', leases, tok)
@@ -97,10 +113,16 @@ end
 -- add_lease records tok's lease of n permits (a decimal string), issued
 -- with fence (a decimal string, see issue_fence) at now_ms (server ms, a
 -- decimal string) by a caller of the given size, until deadline, left ms
--- from now (see deadline_of); fresh says that no permit was held before.
+-- from now (see deadline_of); fresh says that no permit was held before
+-- (then the count is set, not added to).
 local function add_lease(main, leases, tok, n, size, fence, now_ms, meta, deadline, left, fresh)
-  redis.call('HSET', main, tok, table.concat({n, fence, now_ms, meta}, ' '), 'size', size)
-  redis.call('HINCRBY', main, 'used', n)
+  local v = n .. ' ' .. fence .. ' ' .. now_ms .. ' ' .. meta
+  if fresh then
+    redis.call('HSET', main, tok, v, 'size', size, 'used', n)
+  else
+    redis.call('HSET', main, tok, v, 'size', size)
+    redis.call('HINCRBY', main, 'used', n)
+  end
   redis.call('ZADD', leases, deadline, tok)
   outlive(main, leases, left, fresh)
 end
