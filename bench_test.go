@@ -422,7 +422,8 @@ func commandMicros(b *testing.B, rdb *redis.Client) int64 {
 // client: 128 goroutines per CPU (256 on a 2-core machine, as in the
 // bench), each taking and releasing a key of its own
 // (Lock+Unlock), beside the bare protocol on the same Redis. ns/op is per
-// pair, all goroutines together; the client's CPU per pair is the profile's.
+// pair, all goroutines together; redis-cpu-µs/op the CPU Redis used per
+// pair (INFO cpu), and the client's CPU per pair is the profile's.
 func BenchmarkOwnKeys(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64 }) // as the bench module's
@@ -438,7 +439,11 @@ func BenchmarkOwnKeys(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			var next atomic.Int64
 			b.SetParallelism(128)
+			cpu := redistest.CPUMicros(b, rdb)
 			b.ResetTimer()
+			defer func() {
+				b.ReportMetric(float64(redistest.CPUMicros(b, rdb)-cpu)/float64(b.N), "redis-cpu-µs/op")
+			}()
 			b.RunParallel(func(pb *testing.PB) {
 				try := p.mk(int(next.Add(1)))
 				ctx := context.Background()
