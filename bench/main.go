@@ -123,12 +123,13 @@ func run(bin string, dur time.Duration, quick bool, nWaiters int, want map[int]b
 
 	if want[1] {
 		b.log("1 uncontended TryLock+Unlock (interleaved rounds)")
-		diag, read, ping := dlockMutexNoExpiry(), dlockRWRead(), pingPeer()
-		for _, p := range []peer{diag, read, ping} {
+		diag, read, sem, ping := dlockMutexNoExpiry(), dlockRWRead(), dlockSem(), pingPeer()
+		for _, p := range []peer{diag, read, sem, ping} {
 			r.Settings[p.name] = p.settings
 		}
 		subjects := slices.Insert(slices.Clone(ps), 1, diag)
-		subjects = append(slices.Insert(subjects, 4, read), ping)
+		subjects = slices.Insert(subjects, 4, read)
+		subjects = append(slices.Insert(subjects, 6, sem), ping)
 		if r.Uncontended, err = b.uncontended(subjects); err != nil {
 			return nil, err
 		}

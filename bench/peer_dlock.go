@@ -101,6 +101,21 @@ func dlockSet() peer {
 		})
 }
 
+// dlockSem is scenario 1's Semaphore: one permit of a semaphore of size
+// 1, taken as a lock is. Its scripts are not a lock's (a count of
+// permits, a lease each), so their cost is measured too; no peer has a
+// semaphore, so it is not in the contention runs.
+func dlockSem() peer {
+	return dlockPeer("dlock Semaphore", "size 1, Acquire/TryAcquire of 1 permit",
+		func(c *dlock.Client, key string) (locker, error) {
+			s := c.Semaphore(key, 1)
+			take := func(try func(context.Context, int64) (*dlock.Lease, error)) func(context.Context) (*dlock.Lease, error) {
+				return func(ctx context.Context) (*dlock.Lease, error) { return try(ctx, 1) }
+			}
+			return dlockLock{take(s.Acquire), take(s.TryAcquire)}, nil
+		})
+}
+
 // dlockMutexNoExpiry is a diagnostic for scenario 1 only: a Mutex whose
 // lease never expires has no watchdog goroutine to start and stop, so the
 // difference to dlock Mutex is what the watchdog costs per lease.
