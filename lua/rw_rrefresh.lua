@@ -5,10 +5,17 @@
 --          a key that does not exist (TRYAGAIN)
 -- ARGV[1]  token of the share
 -- ARGV[2]  new TTL in ms
--- Returns  1 when extended; 0 when the token had no live share (nothing changes).
+-- Returns  1 when extended; 0 when the token had no live share (nothing
+--          changes, but that a share of it that ran out is dropped).
 local now_ms = time_ms()
 prune_waiters(KEYS[1], KEYS[2], KEYS[3], int(now_ms))
-if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not s then
+  return 0
+elseif s ~= 'inf' and tonumber(s) <= now_ms then
+  -- Ran out, but left for a later prune (more were due than one drops):
+  -- gone all the same, as a share kept in the owner key would be.
+  drop_waiters(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
   return 0
 end
 local deadline, left = deadline_of(ARGV[2], now_ms)

@@ -15,7 +15,8 @@
 -- ARGV[3]  the writers' release channel
 -- ARGV[4]  starve_us, as for rw_unlock
 -- Returns  1 when released; 0 when the token had no live share (expired or
---          removed; nothing else changes).
+--          removed; nothing else changes, but that a share of it that ran
+--          out, left for a later prune, is let go as a release would).
 local owner = KEYS[1]
 local tok = ARGV[1]
 local readers, queue = KEYS[3] or owner .. ':readers', KEYS[7] or owner .. ':queue'
@@ -31,7 +32,15 @@ end
 -- @helpers
 local rexp, rmeta = KEYS[4] or owner .. ':rexp', KEYS[5] or owner .. ':rmeta'
 local ms = string.sub(clock_us(), 1, -4) -- server ms, the clock's digits but the last three
-prune_waiters(readers, rexp, rmeta, ms)
+-- released is the reply: 0 for a share that ran out but was left for a
+-- later prune (more were due than one drops), which goes all the same.
+local released = 1
+if prune_waiters(readers, rexp, rmeta, ms) == 100 and not lone then
+  local s = redis.call('ZSCORE', rexp, tok)
+  if s and s ~= 'inf' and tonumber(s) <= tonumber(ms) then
+    released = 0
+  end
+end
 if not lone then
   if redis.call('ZREM', readers, tok) == 0 then
     return 0
@@ -43,17 +52,17 @@ if redis.call('ZCARD', readers) > 0 then
   if not lone then
     expire_by_last(rexp, tonumber(ms), nil, nil, readers, rexp, rmeta)
   end
-  return 1
+  return released
 end
 -- The last share in the readers' keys: a lone reader's in the owner key
 -- (the only holder it can have while a share lived) still holds the lock.
 if holder and not lone then
-  return 1
+  return released
 end
 -- Only waiting writers can be stopped by readers alone (readers waiting
 -- behind an intention stay stopped by it).
 if redis.call('EXISTS', queue) == 0 then
-  return 1
+  return released
 end
 next_writer(owner, KEYS[2] or owner .. ':fence', KEYS[6] or owner .. ':intent', queue, KEYS[8] or owner .. ':alive', KEYS[9] or owner .. ':wmeta', ARGV[2], '', ARGV[3], tonumber(ARGV[4]), false)
-return 1
+return released
