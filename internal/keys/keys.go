@@ -56,13 +56,15 @@ func CheckName(name string) error {
 
 // Lock is the key space of one lock.
 type Lock struct {
-	base string // "<prefix>:{<escaped name>}:<kind>"
+	base    string // "<prefix>:{<escaped name>}:<kind>"
+	channel string // base + ":wake", made once: every acquisition sends it
 }
 
 // For returns the key space of the lock of the given kind and name. The
 // prefix and name must have passed CheckPrefix and CheckName.
 func For(prefix, kind, name string) Lock {
-	return Lock{base: prefix + ":{" + escaper.Replace(name) + "}:" + kind}
+	base := prefix + ":{" + escaper.Replace(name) + "}:" + kind
+	return Lock{base: base, channel: base + ":wake"}
 }
 
 // Key returns the main key of the lock.
@@ -72,7 +74,7 @@ func (l Lock) Key() string { return l.base }
 func (l Lock) Part(part string) string { return l.base + ":" + part }
 
 // Channel returns the channel on which releases of the lock are announced.
-func (l Lock) Channel() string { return l.base + ":wake" }
+func (l Lock) Channel() string { return l.channel }
 
 // SideChannel returns a second release channel of the lock, for waiters
 // that must be woken apart from those on Channel (an RWMutex's writers).
