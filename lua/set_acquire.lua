@@ -6,8 +6,9 @@
 -- recently used members, one each, the next free one is taken (of the
 -- first ten). Otherwise, when asked, queue the caller or renew its
 -- place. Costs O(log n) in the set's size, plus O(k) for the k (at most
--- 100, and the caller's own) expired leases it frees on the way, and with waiters O(w) for the
--- w (at most 100) it looks at, for each of up to ten free members.
+-- 100, and the caller's own) expired leases it frees on the way, and
+-- with waiters O(w) for the w (at most 100) it looks at, for each of up
+-- to ten free members.
 -- KEYS     the MutexSet layout described in lib/set.lua (13 keys)
 -- ARGV[1]  token of the new lease
 -- ARGV[2]  TTL in milliseconds; 0 = the lease never expires
