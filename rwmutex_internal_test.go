@@ -30,7 +30,8 @@ func TestRWShareEndedUnseenStaysGone(t *testing.T) {
 	}
 	read(time.Minute, "lone")   // the first reader is kept in the owner key
 	read(time.Minute, "keeper") // the readers' keys live as their longest share
-	for i := range 200 { // a hundred ahead of each call below
+	// A hundred ahead of each call below.
+	for i := range 200 {
 		read(50*time.Millisecond, fmt.Sprintf("early%d", i))
 	}
 	read(100*time.Millisecond, "released")

@@ -19,12 +19,7 @@ local queued = redis.call('EXISTS', KEYS[4]) == 1
 if #due == 0 and not queued then
   local l = parse_lease(v[2])
   if l and redis.call('ZREM', KEYS[3], tok) == 1 then
-    local used = tonumber(v[1] or '0')
-    if used and used <= l.n then
-      redis.call('DEL', KEYS[1], KEYS[3]) -- the last lease: as end_lease would
-    else
-      end_lease(KEYS[1], KEYS[3], tok, l.n, ms)
-    end
+    end_lease(KEYS[1], KEYS[3], tok, l.n, ms, tonumber(v[1] or '0'))
     return 1
   end
 end

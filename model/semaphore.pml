@@ -107,8 +107,8 @@ byte en[N];             /* since the renewal in flight was sent */
 
 /* freePermits takes n permits off 'used', and when none is left deletes
    the two keys, every lease with them (drop_lease and end_lease: HINCRBY
-   used -n, DEL when <= 0; sem_release's common path: DEL when used <= n,
-   read before). While 'used' counts the live leases, as it does but in
+   used -n, DEL when <= 0; or, given the count read before, as
+   sem_release's common path does, DEL when used <= n). While 'used' counts the live leases, as it does but in
    BROKEN_RELEASE, no other lease is left then. */
 inline freePermits(n) {
   if

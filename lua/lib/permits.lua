@@ -28,7 +28,13 @@ end
 -- end_lease takes tok's lease of n permits out of the main hash at now_ms
 -- (server ms, a decimal string), its deadline being out of the leases
 -- key already, and removes both keys when no permit is held any more.
-local function end_lease(main, leases, tok, n, now_ms)
+-- used, when the caller has read it, is the count of permits in use with
+-- this lease's: when they are all this lease's, both keys go at once.
+local function end_lease(main, leases, tok, n, now_ms, used)
+  if used and used <= n then
+    redis.call('DEL', main, leases)
+    return
+  end
   redis.call('HDEL', main, tok)
   if redis.call('HINCRBY', main, 'used', int(-n)) <= 0 then
     redis.call('DEL', main, leases)
