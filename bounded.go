@@ -41,40 +41,58 @@ func boundedTracked[T any](ctx context.Context, c *Client, op func(context.Conte
 // both ctx's and errNotSent. discard, if set, is given what an abandoned
 // op returned, for a result that must be undone (a registered waiter).
 func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) (T, error), discard func(T)) (v T, finished <-chan struct{}, err error) {
-	type result struct {
-		v   T
-		err error
-	}
-	out := make(chan result, 1)
-	done := make(chan struct{})
-	// Whoever moves state from pending first decides: op's worker
-	// delivers the result, or the caller abandons it.
-	const pending, delivered, abandoned = 0, 1, 2
-	var state atomic.Int32
-	started := w.start(ctx, func() {
-		defer close(done)
-		v, err := op(ctx)
-		if state.CompareAndSwap(pending, delivered) {
-			out <- result{v, err}
-		} else if discard != nil {
-			discard(v)
-		}
-	})
-	if !started {
+	c := &handed[T]{ctx: ctx, op: op, discard: discard, done: make(chan struct{})}
+	if !w.start(ctx, c.run) {
 		var zero T
 		return zero, nil, fmt.Errorf("%w (%w)", ctx.Err(), errNotSent)
 	}
 	select {
-	case r := <-out:
-		return r.v, nil, r.err
+	case <-c.done:
+		return c.v, nil, c.err
 	case <-ctx.Done():
 	}
-	if !state.CompareAndSwap(pending, abandoned) {
-		r := <-out // it finished as ctx ended: keep its answer
-		return r.v, nil, r.err
+	if !c.state.CompareAndSwap(callPending, callAbandoned) {
+		<-c.done // it finished as ctx ended: keep its answer
+		return c.v, nil, c.err
 	}
 	var zero T
-	return zero, done, ctx.Err()
+	return zero, c.done, ctx.Err()
+}
+
+// handed is a call untilDone hands to a worker, in one allocation: a
+// burst of ten thousand waiters keeps one per waiter while they queue for
+// the workers, and whatever they keep then is interleaved in the heap
+// with what the waiters keep for good, so that it leaves gaps behind.
+// Whoever moves state from callPending first decides: op's worker
+// delivers the result (v and err, read once done closes), or the caller
+// abandons it.
+type handed[T any] struct {
+	ctx     context.Context
+	op      func(context.Context) (T, error)
+	discard func(T)
+	done    chan struct{} // closed once op has returned
+	state   atomic.Int32
+	v       T
+	err     error
+}
+
+// States of a handed call.
+const (
+	callPending   = 0
+	callDelivered = 1
+	callAbandoned = 2
+)
+
+// run is the worker's part: it runs op and delivers or discards what it
+// returned.
+func (c *handed[T]) run() {
+	v, err := c.op(c.ctx)
+	if c.state.CompareAndSwap(callPending, callDelivered) {
+		c.v, c.err = v, err
+	} else if c.discard != nil {
+		c.discard(v)
+	}
+	close(c.done)
 }
 
 // errNotSent marks a call whose ctx ended while it waited for a worker:

@@ -187,6 +187,47 @@ func TestWorkersQueuedJobLeavesWithItsCtx(t *testing.T) {
 	}
 }
 
+// TestUntilDoneAbandonedJobFinishesInTheBackground ends the caller's ctx
+// while its job runs: untilDone returns ctx's error at once, with a
+// finished channel that closes only once the job has returned, and the
+// job's result goes to discard (a registered waiter to undo), not lost;
+// a job that ends first delivers its result.
+func TestUntilDoneAbandonedJobFinishesInTheBackground(t *testing.T) {
+	w := newWorkers()
+	defer w.close()
+	gate, started := make(chan struct{}), make(chan struct{})
+	discarded := make(chan int, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	v, finished, err := untilDone(ctx, w, func(context.Context) (int, error) {
+		close(started)
+		<-gate
+		return 7, nil
+	}, func(v int) { discarded <- v })
+	if !errors.Is(err, context.Canceled) || errors.Is(err, errNotSent) || finished == nil || v != 0 {
+		t.Fatalf("untilDone = (%d, finished %v, %v); want (0, a channel, the cancellation, sent)", v, finished, err)
+	}
+	select {
+	case <-finished:
+		t.Fatal("finished closed while the abandoned job still ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate)
+	<-finished
+	select {
+	case got := <-discarded:
+		if got != 7 {
+			t.Fatalf("discard got %d; want the job's 7", got)
+		}
+	default:
+		t.Fatal("the abandoned job's result was not discarded by the time finished closed")
+	}
+	v, finished, err = untilDone(context.Background(), w, func(context.Context) (int, error) { return 8, errors.New("eight") }, func(int) { t.Error("a delivered result was discarded") })
+	if v != 8 || err == nil || err.Error() != "eight" || finished != nil {
+		t.Fatalf("untilDone = (%d, finished %v, %v); want (8, nil, eight)", v, finished, err)
+	}
+}
+
 // TestWorkersRunJobsAfterClose checks that a closed pool still runs what
 // it is given (a lease's Unlock after its client's Close), and that its
 // idle workers end.
