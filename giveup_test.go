@@ -571,6 +571,48 @@ func TestReleaseNeverSentThenGoneIsLost(t *testing.T) {
 	}
 }
 
+// TestReleaseWaitingForAConnectionThenGoneIsLost: Unlock's release waits
+// for a connection from go-redis' pool (its one connection is busy with a
+// BLPOP) until Unlock's ctx ends, so it is never sent; meanwhile the lease
+// was removed (ForceUnlock) and another client took the lock. The next
+// Unlock's "gone" is a loss, ErrLost with Lost() closed, not "released by
+// the attempt before": with a ctx that dlock bounds (the release was handed
+// to a worker, and Unlock stopped waiting for it) and with one go-redis
+// bounds itself (ContextTimeoutEnabled: its pool wait returns ctx's error).
+func TestReleaseWaitingForAConnectionThenGoneIsLost(t *testing.T) {
+	srv, ctx := serve(t)
+	other, _, _ := newClient(t, srv)
+	for _, bounded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", bounded), func(t *testing.T) {
+			rdb := srv.Client(t, func(o *redis.Options) { o.PoolSize, o.ContextTimeoutEnabled = 1, bounded })
+			c := dlock.New(rdb)
+			t.Cleanup(func() { _ = c.Close() })
+			name := "pooled-" + marker()
+			l := mustTake(t, ctx, c.Mutex(name, dlock.WithTTL(20*time.Second)).TryLock)
+			if _, err := other.ForceUnlock(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			mustTake(t, ctx, other.Mutex(name, dlock.WithTTL(20*time.Second)).TryLock)
+			busy := make(chan error, 1)
+			go func() { busy <- rdb.BLPop(ctx, time.Second, "nothing-"+marker()).Err() }()
+			time.Sleep(100 * time.Millisecond) // the BLPOP has the connection
+			uctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			err := l.Unlock(uctx)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Unlock whose release waited for a connection: %v, want its ctx's deadline", err)
+			}
+			if err := <-busy; !errors.Is(err, redis.Nil) {
+				t.Fatalf("BLPOP holding the connection: %v", err)
+			}
+			err = l.Unlock(ctx)
+			if !errors.Is(err, dlock.ErrLost) || !isClosed(l.Lost()) {
+				t.Errorf("lease removed, its first release never sent: Unlock %v, Lost() closed %v; want ErrLost, closed", err, isClosed(l.Lost()))
+			}
+		})
+	}
+}
+
 // TestGiveUpOutlivesPausedServer: Redis stalls (SIGSTOP) with a TryLock's
 // request in its socket buffer, for longer than the give-up's lapse
 // (max(TTL, 3s)) counted from when the caller gave up. The

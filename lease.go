@@ -43,13 +43,11 @@ type Lease struct {
 	// is its ErrLost, for the next Unlock to return.
 	later   atomic.Bool
 	lateErr error
-	// releaseRan is set once a release of the lease that Unlock or the
-	// background sent may have run in Redis (it was answered, or its
-	// reply never came though it was sent); bgSending counts the
-	// background releases in flight. A release that then finds the lease
-	// gone was answered by one of those; without them, gone is a loss.
-	releaseRan atomic.Bool
-	bgSending  atomic.Int32
+	// releases records whether a release of the lease that Unlock or the
+	// background sent may have run in Redis. A release that then finds
+	// the lease gone was answered by one of those; without them, gone is
+	// a loss (see releaseOnce).
+	releases releaseRecord
 	// releasingNow is set once a release is on its way, before the watch
 	// stops: a renewal in flight may then find the lease gone by it.
 	releasingNow atomic.Bool
@@ -343,13 +341,11 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
 	// A release in the background (l.releasing) also releases what this
-	// one did not reach; an earlier attempt of this call does not.
+	// one did not reach; an earlier attempt of this call does not. A
+	// Redlock's ok already counts, node by node, the releases that may
+	// have run before (see redlockLease.nodes).
 	background := l.releasing
-	// bgSending before releaseRan: a background release that ran before
-	// this one stores releaseRan before it leaves bgSending, so one of
-	// the two loads sees it (the other order can miss both).
-	inFlight := l.bgSending.Load() > 0
-	retried := inFlight || l.releaseRan.Load() || l.byNode() && background
+	retried := !l.byNode() && l.releases.ran.Load()
 	l.released, l.releasing = true, false
 	if unconfirmed && !background {
 		// The shares it did not reach are released in the background
@@ -382,9 +378,8 @@ const releaseRefusedFor = 5 * time.Second
 
 // sendRelease sends the lease's release, again while it fails in a way
 // that may pass (up to releaseTries times, or for releaseRefusedFor while
-// Redis refuses it for now), and records in releaseRan an attempt Redis
-// may have run though its reply was lost: a lease a later attempt finds
-// gone was then released by that one.
+// Redis refuses it for now); each attempt records whether Redis may have
+// run it (see releaseOnce).
 func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// Under a ctx already ended nothing is sent (go-redis checks it
@@ -393,10 +388,7 @@ func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
 	}
 	pause, start, tries := time.Duration(0), time.Now(), 0
 	for {
-		ok, err = bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-		if err != nil && !l.byNode() && mayHaveRun(err) {
-			l.releaseRan.Store(true)
-		}
+		ok, err = bounded(ctx, l.c, l.releaseOnce)
 		if err == nil || !transient(err) {
 			return ok, err
 		}
@@ -416,6 +408,54 @@ func (l *Lease) sendRelease(ctx context.Context) (ok bool, err error) {
 	}
 }
 
+// releaseOnce sends the lease's release once, an attempt of sendRelease
+// or releaseLate, and records in l.releases whether Redis may have run it
+// (see releaseRecord). A Redlock's release counts node by node instead
+// (see redlockLease.nodes).
+func (l *Lease) releaseOnce(ctx context.Context) (bool, error) {
+	return l.releases.send(ctx, func() (bool, error) { return l.ops.release(ctx, l.token) })
+}
+
+// releaseRecord lets one release of a lease (or of a Redlock lease's share
+// on one node) be on its way at a time, and records whether one may have
+// run in Redis: ran is set once one was answered, or was sent though its
+// reply never came (see mayHaveRun). Each release records what its
+// request itself met, also when its caller stopped waiting for it (bounded
+// then returns ctx's error, which says nothing of whether the request was
+// sent), and every release before it has recorded its outcome once its
+// turn comes: a later release that finds the lease gone can tell a loss
+// from the work of an earlier one.
+type releaseRecord struct {
+	turn turn
+	ran  atomic.Bool
+}
+
+// send runs send, one release, once the release before it has its
+// outcome (if ctx ends first, it sends nothing), and records the outcome.
+func (r *releaseRecord) send(ctx context.Context, send func() (bool, error)) (bool, error) {
+	if err := r.turn.take(ctx); err != nil {
+		return false, fmt.Errorf("%w (%w)", err, errNotSent)
+	}
+	defer r.turn.give()
+	ok, err := send()
+	if ok || mayHaveRun(err) && !endedUnsent(err) {
+		r.ran.Store(true)
+	}
+	return ok, err
+}
+
+// endedUnsent reports whether err, as go-redis returned it for a request
+// sent once (see once), says that ctx ended before the request was
+// written: go-redis returns ctx's error itself only then (waiting for a
+// connection from its pool, or before), and a wait for the reply that
+// runs out as a *net.OpError (an i/o timeout, not ctx's error). Not for
+// an error from bounded: its ctx error may also mean that it stopped
+// waiting for a request already sent.
+func endedUnsent(err error) bool {
+	var op *net.OpError
+	return (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && !errors.As(err, &op)
+}
+
 // neverSent reports whether err says that a request sent once (see once)
 // never reached Redis: it could not connect, or got no connection from
 // go-redis' pool in time. (Had go-redis sent it again, an earlier attempt
@@ -432,7 +472,7 @@ func mayHaveRun(err error) bool {
 }
 
 // byNode reports whether the lease is a Redlock's, whose releases count
-// node by node (see redlockLease.tried) rather than by releaseRan.
+// node by node (see redlockLease.nodes) rather than by l.releases.
 func (l *Lease) byNode() bool {
 	_, ok := l.ops.(*redlockLease)
 	return ok
@@ -477,19 +517,13 @@ func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 // that a Redlock's majority did not confirm (retried until it is). Once
 // Redis answers, the lease's watch ends: it counts as unlocked when this
 // release took it, or found it gone after an earlier release that may
-// have run (releaseRan; a Redlock's counts node by node), and as lost
-// when it found it gone with no release ever sent (as sendRelease's
-// neverSent).
+// have run (l.releases; a Redlock's counts node by node), and as lost
+// when it found it gone with no release ever sent (see releaseOnce).
 func (l *Lease) releaseLate(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing sent
 	}
-	l.bgSending.Add(1)
-	ok, err := bounded(ctx, l.c, func(ctx context.Context) (bool, error) { return l.ops.release(ctx, l.token) })
-	if ok || err != nil && mayHaveRun(err) {
-		l.releaseRan.Store(true)
-	}
-	l.bgSending.Add(-1)
+	ok, err := bounded(ctx, l.c, l.releaseOnce)
 	if err != nil {
 		return err
 	}
@@ -498,7 +532,7 @@ func (l *Lease) releaseLate(ctx context.Context) error {
 	if !l.released && !l.isLost() {
 		// Whether another release (Unlock's, or an earlier one here) may
 		// have run: if not, this one finding the lease gone is a loss.
-		ran := !l.byNode() && l.releaseRan.Load() // a Redlock's ok counts node by node
+		ran := !l.byNode() && l.releases.ran.Load() // a Redlock's ok counts node by node
 		if l.wd != nil {
 			l.wd.Stop()
 		}

@@ -471,7 +471,8 @@ func TestRefreshAfterUnlockIsErrLost(t *testing.T) {
 }
 
 // TestRefreshAfterFailedUnlock: Unlock's release runs in Redis but
-// its ctx ends before the reply (the release goes on in the background).
+// its ctx ends before the reply, so that Unlock stops waiting for it (the
+// release goes on in the background).
 // A Refresh then is a call after Unlock: ErrLost+ErrInvalid, Lost() open
 // (as Proclaim after a Resign in the background is ErrLost); and the next
 // Unlock is nil (the release happened).
@@ -485,10 +486,10 @@ func TestRefreshAfterFailedUnlock(t *testing.T) {
 	defer cancel()
 	h.arm(l.Token(), func(i int, release bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if release && i == 0 {
-			_ = next(context.Background(), cmd) // runs; the caller's ctx ends before the reply
-			cancel()
-			cmd.SetErr(context.Canceled)
-			return context.Canceled
+			err := next(context.Background(), cmd) // runs
+			cancel()                               // the caller's ctx ends before the reply is read
+			time.Sleep(100 * time.Millisecond)
+			return err
 		}
 		if release {
 			time.Sleep(300 * time.Millisecond) // the background release is slow

@@ -131,13 +131,15 @@ func (r *redlockMutex) tryAlone(ctx context.Context, _ *acquisition, tok string)
 }
 
 func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {
-	return &redlockLease{r: r, fence: t.fence, asked: t.asked}
+	n := len(r.c.nodes)
+	return &redlockLease{r: r, fence: t.fence, asked: t.asked,
+		released: make([]bool, n), nodes: make([]releaseRecord, n)}
 }
 
 // leave gives up a caller, who may hold a share whose reply it missed, on
 // any node.
 func (r *redlockMutex) leave(ctx context.Context, _ *acquisition, tok string) error {
-	return firstErr(r.release(ctx, tok, 0, r.everyNode(), true))
+	return firstErr(r.release(ctx, tok, 0, r.everyNode(), true, nil))
 }
 
 // try asks every node for the lock and keeps it if a majority granted it
@@ -271,7 +273,7 @@ func (v vote) wait(q int) attempt {
 func (r *redlockMutex) giveBack(ctx context.Context, tok string, asked []bool, announce bool) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
 	defer cancel()
-	return firstErr(r.release(ctx, tok, 0, asked, announce)) == nil
+	return firstErr(r.release(ctx, tok, 0, asked, announce, nil)) == nil
 }
 
 // shareKeys are the KEYS of the redlock scripts: the owner key and the
@@ -292,16 +294,25 @@ func (r *redlockMutex) everyNode() []bool {
 
 // release gives back tok's share on the nodes marked in asked, resting or
 // not: those that may hold one. A node where a share was given back wakes
-// a waiter of each client when announce is set.
-func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool, announce bool) []reply[bool] {
+// a waiter of each client when announce is set. Each node's request,
+// when l is not nil, is recorded in l.nodes (see releaseRecord), also
+// one the caller stopped waiting for.
+func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool, announce bool, l *redlockLease) []reply[bool] {
 	return fanOutTo(ctx, r.c.nodes, asked, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
 		publish := ""
 		if announce {
 			publish = n.hub.PublishCommand()
 		}
-		// Sent once: go-redis sending it again after a lost reply would
-		// find the share gone and count the node as not released.
-		return redlockRelease.Run(ctx, once{n.rdb}, r.shareKeys(), tok, fence, publish, r.keys.Channel()).Bool()
+		send := func() (bool, error) {
+			// Sent once: go-redis sending it again after a lost reply
+			// would find the share gone and count the node as not
+			// released.
+			return redlockRelease.Run(ctx, once{n.rdb}, r.shareKeys(), tok, fence, publish, r.keys.Channel()).Bool()
+		}
+		if l == nil {
+			return send()
+		}
+		return l.nodes[slices.Index(r.c.nodes, n)].send(ctx, send)
 	})
 }
 
@@ -368,10 +379,10 @@ type redlockLease struct {
 	// released marks the nodes where a release took the lease's share,
 	// so that an Unlock tried again counts them (Lease serialises Unlock).
 	released []bool
-	// tried marks the nodes where an earlier release may have run though
-	// its reply was lost: a later one that finds the share gone there
-	// counts it released (as Lease.sendRelease does for one Redis).
-	tried []bool
+	// nodes records, by node, whether a release may have run there (see
+	// releaseRecord): a later release that finds the share gone there
+	// counts it released.
+	nodes []releaseRecord
 	mu    sync.Mutex // serialises releases: Unlock's and the background one
 }
 
@@ -391,18 +402,11 @@ func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duratio
 func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	replies := l.r.release(ctx, tok, l.fence, l.asked, true)
-	if l.released == nil {
-		l.released = make([]bool, len(replies))
-		l.tried = make([]bool, len(replies))
-	}
+	replies := l.r.release(ctx, tok, l.fence, l.asked, true, l)
 	some := false
 	for i := range replies {
-		switch err := replies[i].err; {
-		case err == nil && (replies[i].val || l.tried[i]):
+		if replies[i].err == nil && (replies[i].val || l.nodes[i].ran.Load()) {
 			l.released[i] = true
-		case err != nil && mayHaveRun(err):
-			l.tried[i] = true
 		}
 		if l.released[i] {
 			replies[i] = reply[bool]{val: true}

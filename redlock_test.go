@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -653,8 +654,12 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 	}
 	tok := l.Token()
 	var tries [3]atomic.Int32
-	var cut atomic.Bool
-	cut.Store(true)
+	// Nodes 1 and 2 refuse every release numbered up to cut on each (the
+	// nth on one node is the nth attempt's, which reaches both): cut is
+	// moved once, to the attempts made by then, so that no attempt is
+	// refused on one node and let through on the other.
+	var cut atomic.Int32
+	cut.Store(math.MaxInt32)
 	// Node 0: the first release runs, its reply lost; later ones as is.
 	hooks[0].arm(tok, func(_ int, _ bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if tries[0].Add(1) == 1 {
@@ -665,10 +670,9 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 		return next(ctx, cmd)
 	})
 	for i := 1; i <= 2; i++ {
-		// Nodes 1 and 2: not reachable while cut.
+		// Nodes 1 and 2: not reachable for the releases up to cut.
 		hooks[i].arm(tok, func(_ int, _ bool, ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-			tries[i].Add(1)
-			if cut.Load() {
+			if tries[i].Add(1) <= cut.Load() {
 				cmd.SetErr(errRefused)
 				return errRefused
 			}
@@ -680,7 +684,7 @@ func TestRedlockUnconfirmedAfterLostReplyReleasesInBackground(t *testing.T) {
 	if !errors.Is(err, dlock.ErrLost) {
 		t.Errorf("Unlock confirmed on one node of three: %v, want ErrLost", err)
 	}
-	cut.Store(false) // nodes 1 and 2 reachable again
+	cut.Store(max(tries[1].Load(), tries[2].Load())) // nodes 1 and 2 reachable again
 	err = eventually(ctx, 3*time.Second, func() error {
 		for i := 1; i <= 2; i++ {
 			if srvs[i].Client(t).Exists(ctx, "dlock:{rl}:mutex").Val() != 0 {
@@ -749,6 +753,50 @@ func TestRedlockLostReleaseReplyRetriedByGoRedis(t *testing.T) {
 				t.Errorf("Unlock released on every master, replies lost and retried by go-redis: %v, Lost() closed %v; want nil, open", err, lost)
 			}
 		})
+	}
+}
+
+// TestRedlockReleaseWaitingForConnectionsThenGoneIsLost: Unlock's release
+// waits on every master for a connection from go-redis' pool (each pool's
+// one connection is busy with a BLPOP) until Unlock's ctx ends, so it is
+// sent nowhere; meanwhile the lease's shares were removed on two of the
+// three masters. The next Unlock finds them gone there: a loss (ErrLost,
+// Lost() closed), not "released by the attempt before", as for one Redis
+// (TestReleaseWaitingForAConnectionThenGoneIsLost).
+func TestRedlockReleaseWaitingForConnectionsThenGoneIsLost(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	rdbs := make([]redis.UniversalClient, len(srvs))
+	for i, s := range srvs {
+		rdbs[i] = s.Client(t, func(o *redis.Options) { o.PoolSize = 1 })
+	}
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	l := mustTake(t, ctx, c.Mutex("pooled", dlock.WithTTL(20*time.Second)).TryLock)
+	for _, s := range srvs[:2] {
+		if err := s.Client(t).Del(ctx, "dlock:{pooled}:mutex").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := make(chan error, len(rdbs))
+	for _, rdb := range rdbs {
+		go func() { busy <- rdb.BLPop(ctx, time.Second, "nothing-"+marker()).Err() }()
+	}
+	time.Sleep(100 * time.Millisecond) // the BLPOPs have the connections
+	uctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err := l.Unlock(uctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Unlock whose releases waited for connections: nil")
+	}
+	for range rdbs {
+		if err := <-busy; !errors.Is(err, redis.Nil) {
+			t.Fatalf("BLPOP holding a connection: %v", err)
+		}
+	}
+	err = l.Unlock(ctx)
+	if !errors.Is(err, dlock.ErrLost) || !isClosed(l.Lost()) {
+		t.Errorf("shares removed on a majority, the first release sent nowhere: Unlock %v, Lost() closed %v; want ErrLost, closed", err, isClosed(l.Lost()))
 	}
 }
 
