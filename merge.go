@@ -29,12 +29,15 @@ type batchForm struct {
 	s      *redis.Script
 	tail   func(args []any, c scriptCall) []any
 	unpack func(reply []any, n int) ([]any, error)
+	// unsure reports whether a call's reply, read from a key the run did
+	// not declare, may be a missing key misread (see split); nil: never.
+	unsure func(reply any) bool
 }
 
 // loadBatched loads the script name and its batched form (see batchForm).
-func loadBatched(name, batched string, tail func([]any, scriptCall) []any, unpack func([]any, int) ([]any, error)) *redis.Script {
+func loadBatched(name, batched string, tail func([]any, scriptCall) []any, unpack func([]any, int) ([]any, error), unsure func(any) bool) *redis.Script {
 	s := lua.MustLoad(name)
-	batchOf[s] = batchForm{lua.MustLoad(batched), tail, unpack}
+	batchOf[s] = batchForm{lua.MustLoad(batched), tail, unpack, unsure}
 	return s
 }
 
@@ -97,6 +100,10 @@ func unpackRenewals(reply []any, n int) ([]any, error) {
 	return out, nil
 }
 
+// notExtended reports a renewal's reply that its lease is not the token's
+// any more, the one a renewal read from a missing key gives.
+func notExtended(reply any) bool { return reply == int64(0) }
+
 // unpackBeats reads the flat reply of a run of queue_beats.lua, {now,
 // then wait and fence per call}, into the reply of each heartbeat alone
 // (queue_beat.lua): {0, wait, fence, now}, or its error.
@@ -120,10 +127,14 @@ func unpackBeats(reply []any, n int) ([]any, error) {
 // alone (parts nil: the call at one), or a run of a script's batched form
 // that carries the calls at parts.
 type wire struct {
-	call   scriptCall
-	one    int
-	parts  []int
-	unpack func(reply []any, n int) ([]any, error) // the run's (see batchForm)
+	call  scriptCall
+	one   int
+	parts []int
+	form  batchForm // the run's
+	// undeclared marks the calls at parts whose keys the run reads
+	// without declaring them (on a Cluster, those of other slots than its
+	// first call's; see slotKeys); nil when it declares every one.
+	undeclared []bool
 }
 
 // merge turns a batch of calls into the fewest script runs: the calls of
@@ -202,40 +213,48 @@ func batchWire(batched batchForm, calls []scriptCall, parts []int, cluster bool)
 	}
 	args, order := batched.pack(calls, parts)
 	declared := calls[order[0]].keys[:1]
+	var undeclared []bool
 	if cluster {
-		declared = slotKeys(calls, order)
+		declared, undeclared = slotKeys(calls, order)
 	}
 	run := scriptCall{s: batched.s, keys: declared, args: args}
-	return wire{call: run, parts: order, unpack: batched.unpack}
+	return wire{call: run, parts: order, form: batched, undeclared: undeclared}
 }
 
 // slotKeys are the keys a run of the calls at order declares on a
 // Cluster: its first call's keys, then every key of the calls in their
-// slot. A run reads its other keys undeclared, which Redis checks
-// against its node, but not against a slot on the move: run on the node a
-// slot is moving to (sent there by an ASK redirection, for its first key),
-// it would read a key of that slot not moved yet as missing, a lease as
-// lost. Declared, a key missing from a slot on the move makes Redis refuse
-// the whole run (TRYAGAIN, or ASK), and its calls go alone (see split).
-// (A call's keys are one lock's, which share a hash tag: its first key's
-// slot is theirs.)
-func slotKeys(calls []scriptCall, order []int) []string {
+// slot; and which calls, in order's order, it reads undeclared. A run
+// reads its other keys undeclared, which Redis checks against its node,
+// but not against a slot on the move: run on the node a slot is moving
+// to (sent there by an ASK redirection, for its first key), it would read
+// a key of that slot not moved yet as missing, a lease as lost. Declared,
+// a key missing from a slot on the move makes Redis refuse the whole run
+// (TRYAGAIN, or ASK), and its calls go alone (see split). A key of
+// another slot also moving to that node is read there all the same, as
+// the redirection allows: so a reply read undeclared that a missing key
+// would give is confirmed alone (see split). (A call's keys are one
+// lock's, which share a hash tag: its first key's slot is theirs.)
+func slotKeys(calls []scriptCall, order []int) ([]string, []bool) {
 	first := calls[order[0]].keys
 	slot := keys.Slot(first[0])
 	out := append([]string(nil), first...)
-	for _, i := range order[1:] {
+	undeclared := make([]bool, len(order))
+	for j, i := range order[1:] {
 		if keys.Slot(calls[i].keys[0]) == slot {
 			out = append(out, calls[i].keys...)
+		} else {
+			undeclared[j+1] = true
 		}
 	}
-	return out
+	return out, undeclared
 }
 
 // split gives each call the batched run w carried its own command, from
 // the run's reply, into cmds, and returns those that are to go alone: all
 // of them when Redis refused the run as a whole (it ran none: out of
 // memory, say), else those that found a key of theirs on another node (a
-// slot on the move).
+// slot on the move), and those read undeclared whose reply a missing key
+// would give (see slotKeys).
 func split(run *redis.Cmd, w wire, cmds []*redis.Cmd) (alone []int) {
 	parts := w.parts
 	replies, err := run.Slice()
@@ -243,7 +262,7 @@ func split(run *redis.Cmd, w wire, cmds []*redis.Cmd) (alone []int) {
 		return parts
 	}
 	if err == nil {
-		replies, err = w.unpack(replies, len(parts))
+		replies, err = w.form.unpack(replies, len(parts))
 	}
 	for j, i := range parts {
 		if err != nil {
@@ -251,7 +270,9 @@ func split(run *redis.Cmd, w wire, cmds []*redis.Cmd) (alone []int) {
 			continue
 		}
 		cmds[i] = replyCmd(replies[j])
-		if err := cmds[i].Err(); err != nil && strings.Contains(err.Error(), "non local key") {
+		err := cmds[i].Err()
+		if err != nil && strings.Contains(err.Error(), "non local key") ||
+			w.undeclared != nil && w.undeclared[j] && w.form.unsure != nil && w.form.unsure(replies[j]) {
 			alone = append(alone, i)
 		}
 	}

@@ -157,7 +157,7 @@ func TestMergedRunRefusedGoesAlone(t *testing.T) {
 		t.Fatalf("an unknown command gave %v, want Redis' error", refused)
 	}
 	parts := []int{0, 1, 2}
-	if alone := split(redis.NewCmdResult(nil, refused), wire{parts: parts, unpack: unpackRenewals}, make([]*redis.Cmd, 3)); len(alone) != 3 {
+	if alone := split(redis.NewCmdResult(nil, refused), wire{parts: parts, form: batchOf[ownerRefresh]}, make([]*redis.Cmd, 3)); len(alone) != 3 {
 		t.Errorf("a refused run sends %v alone, want all of %v", alone, parts)
 	}
 }
@@ -192,27 +192,36 @@ func TestMergedRunsOutOfMemory(t *testing.T) {
 
 // On a Cluster a batch goes as one run per master (keys of many slots
 // each, read with a GET each) and every call is answered: extended, or
-// not the holder's (another's, or gone).
+// not the holder's (another's, or gone; such a reply, read from a key of
+// another slot than the run's first, is confirmed alone: see split).
 func TestMergedRunsOnCluster(t *testing.T) {
 	_, rdb, runs := clusterCountingRuns(t)
 	ctx := context.Background()
 	const n = 60
 	calls := renewals("cl/", n, time.Minute)
 	for i := range n {
-		v := fmt.Sprintf("tok%d 1 0  ", i)
-		if i%3 == 1 {
-			v = "other 1 0  "
-		}
-		if err := rdb.Set(ctx, fmt.Sprint("cl/", i), v, time.Second).Err(); err != nil {
+		if err := rdb.Set(ctx, fmt.Sprint("cl/", i), fmt.Sprintf("tok%d 1 0  ", i), time.Second).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	runs.runs.Store(0)
 	sendAll(ctx, rdb, calls) // loads the script on every master
-	for i := 2; i < n; i += 3 {
-		rdb.Del(ctx, fmt.Sprint("cl/", i)) // gone
-	}
 	runs.runs.Store(0)
+	for i, cmd := range sendAll(ctx, rdb, calls) {
+		if ok, err := cmd.Bool(); !ok || err != nil {
+			t.Fatalf("renewal %d = %v, %v; want extended", i, ok, err)
+		}
+	}
+	if got := runs.runs.Load(); got != 3 {
+		t.Errorf("%d renewals on 3 masters went as %d script runs, want 3", n, got)
+	}
+	for i := range n {
+		switch i % 3 {
+		case 1:
+			rdb.Set(ctx, fmt.Sprint("cl/", i), "other 1 0  ", time.Second)
+		case 2:
+			rdb.Del(ctx, fmt.Sprint("cl/", i)) // gone
+		}
+	}
 	for i, cmd := range sendAll(ctx, rdb, calls) {
 		ok, err := cmd.Bool()
 		if err != nil || ok != (i%3 == 0) {
@@ -222,9 +231,6 @@ func TestMergedRunsOnCluster(t *testing.T) {
 		if i%3 == 0 && ttl < 50*time.Second || i%3 == 1 && ttl > time.Second {
 			t.Fatalf("cl/%d has TTL %v after its renewal, want about 1m when its own, else under 1s", i, ttl)
 		}
-	}
-	if got := runs.runs.Load(); got != 3 {
-		t.Errorf("%d renewals on 3 masters went as %d script runs, want 3", n, got)
 	}
 }
 
@@ -354,6 +360,79 @@ func TestMergedRunDuringMigration(t *testing.T) {
 		if ok, err := cmd.Bool(); !ok || err != nil {
 			t.Errorf("renewal of %s during its slot's migration = %v, %v; want extended", calls[i].keys[0], ok, err)
 		}
+	}
+}
+
+// A batched run sent, by an ASK redirection for its first key (moved
+// already), to the node that key's slot is moving to reads there the keys
+// of any other slot moving to that node: one not moved yet reads as
+// missing. A lease still held on the old node must not be reported lost
+// so: a renewal read undeclared that found no lease goes again alone, to
+// its key's node. A lease gone indeed is still reported gone.
+func TestMergedRunAskedReadsOtherMovingSlot(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb := cl.Client(t)
+	// Keys of three slots on one master: the first two slots move.
+	k1 := "{ask-a}:mutex"
+	src, err := rdb.MasterForKey(ctx, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []string
+	for i := 0; len(others) < 2; i++ {
+		k := fmt.Sprintf("{ask-b-%d}:mutex", i)
+		node, err := rdb.MasterForKey(ctx, k)
+		if err == nil && node.Options().Addr == src.Options().Addr && keys.Slot(k) != keys.Slot(k1) &&
+			(len(others) == 0 || keys.Slot(k) != keys.Slot(others[0])) {
+			others = append(others, k)
+		}
+	}
+	k2, gone := others[0], others[1]
+	calls := []scriptCall{
+		owner{key: k1}.renewal("tok1", time.Minute),
+		owner{key: k2}.renewal("tok2", time.Minute),
+		owner{key: gone}.renewal("tok3", time.Minute),
+	}
+	for i, c := range calls[:2] {
+		if err := rdb.Set(ctx, c.keys[0], fmt.Sprintf("tok%d 1 0  ", i+1), 30*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendAll(ctx, rdb, calls) // loads the script on every master
+	var dst *redis.Client
+	for _, m := range cl.Masters(t) {
+		if m.Addr() != src.Options().Addr {
+			dst = m.Client(t)
+			break
+		}
+	}
+	srcID, dstID := src.ClusterMyID(ctx).Val(), dst.ClusterMyID(ctx).Val()
+	host, port, _ := strings.Cut(dst.Options().Addr, ":")
+	for _, cmd := range [][]any{
+		{dst, "cluster", "setslot", keys.Slot(k2), "importing", srcID}, // open, nothing moved
+		{src, "cluster", "setslot", keys.Slot(k2), "migrating", dstID},
+		{dst, "cluster", "setslot", keys.Slot(gone), "importing", srcID},
+		{src, "cluster", "setslot", keys.Slot(gone), "migrating", dstID},
+		{dst, "cluster", "setslot", keys.Slot(k1), "importing", srcID},
+		{src, "cluster", "setslot", keys.Slot(k1), "migrating", dstID},
+		{src, "migrate", host, port, k1, 0, 5000},
+	} {
+		if err := cmd[0].(*redis.Client).Do(ctx, cmd[1:]...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd[1:], err)
+		}
+	}
+	cmds := sendAll(ctx, rdb, calls)
+	for i, cmd := range cmds[:2] {
+		if ok, err := cmd.Bool(); !ok || err != nil {
+			t.Errorf("renewal of %s (held) during the moves = %v, %v; want extended", calls[i].keys[0], ok, err)
+		}
+	}
+	if ok, err := cmds[2].Bool(); ok || err != nil {
+		t.Errorf("renewal of %s (no lease) during the moves = %v, %v; want not extended", gone, ok, err)
+	}
+	if v := src.Get(ctx, k2).Val(); v != "tok2 1 0  " {
+		t.Errorf("%s on the old master = %q; it was held all along", k2, v)
 	}
 }
 
