@@ -282,15 +282,7 @@ func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
 	ctx := t.Context()
 	admin := cl.Client(t)
 	pausedName, keptName, victim := onTwoMasters(t, cl, admin)
-	// No failover, and the healthy masters serve on while the paused one
-	// is down: it stays its slots' master for as long as the pause, as
-	// it would past a production cluster's longer node timeout.
-	err := admin.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
-		return node.Do(ctx, "CONFIG", "SET", "cluster-replica-no-failover", "yes", "cluster-require-full-coverage", "no").Err()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noFailover(t, admin)
 	holders := dlock.New(cl.Client(t))
 	defer holders.Close()
 	mustTake(t, ctx, holders.Mutex(pausedName, dlock.WithNoExpiry()).Lock)
@@ -331,6 +323,148 @@ func TestClusterPausedMasterSparesOtherWaiters(t *testing.T) {
 	if n := cnt.marked.Load() - tries; n > 0 {
 		t.Errorf("the waiter on a healthy master sent %d tries for a hand-over while another master was paused; want none", n)
 	}
+}
+
+// TestClusterLeaseBesideASlotMovingToAPausedMaster: a client holds two
+// leases on one master, in two slots, renewed together in one script
+// run. The first one's slot is on its way to another master (its keys
+// moved, the move not finished), and that master is paused, or killed.
+// go-redis follows the ASK redirection for the moved key with the whole
+// run, or sends the moved lease's renewal alone to the paused master in
+// the same pipeline as the other's reply: the lease on the master that
+// answers all along was held up with it, batch after batch, and lost. A
+// lease whose renewal failed goes in a part of its own (see byMaster).
+func TestClusterLeaseBesideASlotMovingToAPausedMaster(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(fmt.Sprintf("killed=%v", kill), func(t *testing.T) {
+			t.Parallel()
+			cl := redistest.StartCluster(t)
+			ctx := t.Context()
+			admin := cl.Client(t)
+			noFailover(t, admin)
+			movingName, keptName := inTwoSlotsOfOneMaster(t, cl, admin)
+			c := dlock.New(cl.Client(t))
+			defer c.Close()
+			ttl := 2 * time.Second
+			mustTake(t, ctx, c.Mutex(movingName, dlock.WithTTL(ttl)).Lock)
+			kept := mustTake(t, ctx, c.Mutex(keptName, dlock.WithTTL(ttl)).Lock)
+			target := moveKeysOf(t, cl, movingName)
+			if kill {
+				target.Kill(t)
+			} else {
+				target.Pause(t)
+				defer target.Resume(t)
+			}
+			time.Sleep(2 * ttl)
+			if isClosed(kept.Lost()) {
+				t.Error("Lost() of the lease on the master that answered closed: its renewals went with the moving lease's")
+			}
+			if held, err := kept.Held(ctx); !held || err != nil {
+				t.Errorf("Held of the lease on the master that answered: %v, %v; want true", held, err)
+			}
+		})
+	}
+}
+
+// TestClusterWaiterBesideASlotMovingToAPausedMaster: the waiters' side of
+// TestClusterLeaseBesideASlotMovingToAPausedMaster. Two waiters of one
+// client queue for locks of one master, in two slots; the first one's
+// slot is on its way to another master, which is paused. The other's
+// heartbeats must still come back each second (a heartbeat that failed
+// goes in a part of its own), so that a release hands its lock over in
+// one message, with no try of its own.
+func TestClusterWaiterBesideASlotMovingToAPausedMaster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	ctx := t.Context()
+	admin := cl.Client(t)
+	noFailover(t, admin)
+	movingName, keptName := inTwoSlotsOfOneMaster(t, cl, admin)
+	holders := dlock.New(cl.Client(t))
+	defer holders.Close()
+	mustTake(t, ctx, holders.Mutex(movingName, dlock.WithNoExpiry()).Lock)
+	kept := mustTake(t, ctx, holders.Mutex(keptName, dlock.WithNoExpiry()).Lock)
+	cnt := &hook{mark: "waiting"}
+	rdb := cl.Client(t)
+	rdb.AddHook(cnt)
+	c := dlock.New(rdb)
+	defer c.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 2)
+	for _, name := range []string{movingName, keptName} {
+		go func() {
+			l, err := c.Mutex(name, dlock.WithMetadata("waiting")).Lock(wctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond) // both queued, beating
+	target := moveKeysOf(t, cl, movingName)
+	target.Pause(t)
+	defer target.Resume(t)
+	time.Sleep(4 * time.Second) // longer than a hand-over is dated by the last refusal (3s)
+	tries := cnt.marked.Load()
+	if err := kept.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter on the master that answered did not get the lock released to it")
+	}
+	if n := cnt.marked.Load() - tries; n > 0 {
+		t.Errorf("the waiter on the master that answered sent %d tries for a hand-over; want none", n)
+	}
+}
+
+// noFailover keeps every master of the cluster admin reaches its slots'
+// master, and serving, while another is paused or down, as past a
+// production cluster's longer node timeout.
+func noFailover(t *testing.T, admin *redis.ClusterClient) {
+	t.Helper()
+	err := admin.ForEachShard(t.Context(), func(ctx context.Context, node *redis.Client) error {
+		return node.Do(ctx, "CONFIG", "SET", "cluster-replica-no-failover", "yes", "cluster-require-full-coverage", "no").Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inTwoSlotsOfOneMaster returns the names of two Mutexes whose keys lie
+// on one master of cl, in two slots.
+func inTwoSlotsOfOneMaster(t *testing.T, cl *redistest.Cluster, admin *redis.ClusterClient) (string, string) {
+	t.Helper()
+	const first = "moving-0"
+	m := masterOf(t, cl, admin, first)
+	for i := 1; ; i++ {
+		n := fmt.Sprintf("kept-%d", i)
+		if masterOf(t, cl, admin, n) == m && keys.Slot("{"+n+"}") != keys.Slot("{"+first+"}") {
+			return first, n
+		}
+	}
+}
+
+// moveKeysOf starts moving the slot of the Mutex called name to another
+// master, and moves its keys there, leaving the move unfinished; it
+// returns that master.
+func moveKeysOf(t *testing.T, cl *redistest.Cluster, name string) *redistest.Server {
+	t.Helper()
+	mv := cl.MoveSlotOf(t, "dlock:{"+name+"}:mutex")
+	mv.Begin()
+	mv.Migrate()
+	for _, s := range cl.Masters(t) {
+		if s.Addr() == mv.To() {
+			return s
+		}
+	}
+	t.Fatalf("no master of the cluster at %s", mv.To())
+	return nil
 }
 
 // TestClusterObserverFollowsFailover: an observer (pub/sub only) is

@@ -48,6 +48,9 @@ type beat struct {
 	// reply is the latest reply the waiter has not taken, if fresh.
 	reply beatReply
 	fresh bool
+	// failed says the last heartbeat failed, or had no reply in time
+	// (see byMaster).
+	failed bool
 }
 
 // beatReply is the outcome of a heartbeat sent at sent: a refusal's
@@ -95,43 +98,44 @@ func (h *heartbeats) run() {
 	t := time.NewTicker(h.period)
 	defer t.Stop()
 	for range t.C {
-		due, ok := h.due()
+		due, failed, ok := h.due()
 		if !ok {
 			return
 		}
-		h.send(due)
+		h.send(due, failed)
 	}
 }
 
-// due lists the beats the next batch carries; !ok (and the loop ends)
-// when no waiter is left.
-func (h *heartbeats) due() (due []*beat, ok bool) {
+// due lists the beats the next batch carries, and whether each one's
+// last heartbeat failed; !ok (and the loop ends) when no waiter is left.
+func (h *heartbeats) due() (due []*beat, failed []bool, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.beats) == 0 {
 		h.running = false
-		return nil, false
+		return nil, nil, false
 	}
 	for b := range h.beats {
-		due = append(due, b)
+		due, failed = append(due, b), append(failed, b.failed)
 	}
-	return due, true
+	return due, failed, true
 }
 
-// send sends one batch of beats, one part per master on a Cluster, all
-// at once, and gives each waiter its reply as its part is answered. A
+// send sends one batch of beats, one part per master on a Cluster (a
+// beat whose last heartbeat failed, as failed says, in a part of its own:
+// see byMaster), all at once, and gives each waiter its reply as its part is answered. A
 // part not answered within a period is left to finish in the background,
 // its replies dropped (each of its waiters is told errNoReply), so that a
 // slow or unreachable shard keeps no other waiter's reply, nor its next
 // heartbeat, from coming on time.
-func (h *heartbeats) send(beats []*beat) {
+func (h *heartbeats) send(beats []*beat, failed []bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.period)
 	defer cancel()
 	calls := make([]scriptCall, len(beats))
 	for i, b := range beats {
 		calls[i] = b.a.beat(b.tok)
 	}
-	perMaster(ctx, h.rdb, calls, func(part []int, sub []scriptCall) {
+	perMaster(ctx, h.rdb, calls, failed, func(part []int, sub []scriptCall) {
 		h.sendPart(ctx, beats, part, sub)
 	})
 }
@@ -155,7 +159,7 @@ func (h *heartbeats) sendPart(ctx context.Context, beats []*beat, part []int, su
 	defer h.mu.Unlock()
 	for j, i := range part {
 		b := beats[i]
-		b.reply, b.fresh = replies[j], true
+		b.reply, b.fresh, b.failed = replies[j], true, replies[j].err != nil
 		notify.Ring(b.bell)
 	}
 }

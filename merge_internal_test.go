@@ -436,6 +436,49 @@ func TestMergedRunAskedReadsOtherMovingSlot(t *testing.T) {
 	}
 }
 
+// On a Cluster a call whose last send failed goes in a part of its own,
+// up to apartMax of them, the others by master; on one Redis every call
+// goes in one part.
+func TestByMasterPutsFailedCallsApart(t *testing.T) {
+	_, rdb, _ := clusterCountingRuns(t)
+	ctx := context.Background()
+	n := apartMax + 50
+	calls := renewals("apart/", n, time.Minute)
+	failed := make([]bool, n)
+	for i := range apartMax + 10 {
+		failed[i] = true
+	}
+	alone, byNode := 0, map[*redis.Client]int{}
+	for _, part := range byMaster(ctx, rdb, calls, failed) {
+		node, _ := nodeOf(ctx, rdb, calls[part[0]].keys)
+		for _, i := range part {
+			if other, _ := nodeOf(ctx, rdb, calls[i].keys); other != node {
+				t.Fatalf("calls %d and %d, on two masters, went in one part", part[0], i)
+			}
+		}
+		if len(part) == 1 && failed[part[0]] {
+			alone++
+			continue
+		}
+		byNode[node]++
+	}
+	if alone != apartMax {
+		t.Errorf("%d failed calls went in parts of their own, want apartMax (%d)", alone, apartMax)
+	}
+	for node, parts := range byNode {
+		if parts != 1 {
+			t.Errorf("the calls that did not go apart went in %d parts on %s, want one", parts, node)
+		}
+	}
+	if len(byNode) != 3 {
+		t.Errorf("the calls that did not go apart went to %d masters, want 3", len(byNode))
+	}
+	one := redistest.Start(t).Client(t)
+	if parts := byMaster(ctx, one, calls, failed); len(parts) != 1 || len(parts[0]) != n {
+		t.Errorf("on one Redis the calls went in %d parts, want one of all %d", len(parts), n)
+	}
+}
+
 // Every batched form loads on Redis (its flags included).
 func TestBatchedScriptsLoad(t *testing.T) {
 	srv := redistest.Start(t)

@@ -59,11 +59,12 @@ func (b *renewBatch) Renew(ctx context.Context, rs []watchdog.Renewal) []error {
 // node has).
 func (b *renewBatch) RenewParts(ctx context.Context, rs []watchdog.Renewal, done func(part []int, errs []error)) {
 	calls := make([]scriptCall, len(rs))
+	failed := make([]bool, len(rs))
 	for i, r := range rs {
 		l := r.Lease.(*Lease)
-		calls[i] = l.ops.(batchable).renewal(l.token, r.TTL)
+		calls[i], failed[i] = l.ops.(batchable).renewal(l.token, r.TTL), r.Failed
 	}
-	perMaster(ctx, b.rdb, calls, func(part []int, sub []scriptCall) {
+	perMaster(ctx, b.rdb, calls, failed, func(part []int, sub []scriptCall) {
 		done(part, b.renewPart(ctx, rs, part, sub))
 	})
 }
@@ -90,12 +91,13 @@ func (b *renewBatch) renewPart(ctx context.Context, rs []watchdog.Renewal, part 
 	return errs
 }
 
-// perMaster splits calls by master (see byMaster) and runs send on every
-// part at once, the first on the caller's goroutine, with the part's
-// places in calls and its calls; it returns once every send has, so that
-// a slow or unreachable master holds up no other's part.
-func perMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, send func(part []int, sub []scriptCall)) {
-	parts := byMaster(ctx, rdb, calls)
+// perMaster splits calls by master (see byMaster; failed marks the calls
+// whose last send failed) and runs send on every part at once, the first
+// on the caller's goroutine, with the part's places in calls and its
+// calls; it returns once every send has, so that a slow or unreachable
+// master holds up no other's part.
+func perMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, failed []bool, send func(part []int, sub []scriptCall)) {
+	parts := byMaster(ctx, rdb, calls, failed)
 	if len(parts) == 0 {
 		return
 	}
@@ -120,14 +122,36 @@ func perMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCal
 
 // byMaster splits calls by the master of their first key on a Cluster
 // (the calls whose master is not known together), and leaves them whole
-// elsewhere: at least one part for any call, each the calls' places.
-func byMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) [][]int {
+// elsewhere: at least one part for any call, each the calls' places. On
+// a Cluster a call whose last send failed (failed[i]) goes in a part of
+// its own, up to apartMax of them: its slot may be on the move to a
+// master that does not answer, and go-redis follows a redirection with
+// every call of the run or pipeline it is in, which would hold up the
+// others on its master, batch after batch (a call that went in a part of
+// its own and succeeded joins the others again).
+func byMaster(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall, failed []bool) [][]int {
+	type part struct {
+		node  *redis.Client
+		alone int // the call's place when it goes alone, else -1
+	}
 	idx := make([]int, len(calls))
 	for i := range idx {
 		idx[i] = i
 	}
-	return groupBy(idx, func(i int) *redis.Client {
+	apart := 0
+	return groupBy(idx, func(i int) part {
 		node, _ := nodeOf(ctx, rdb, calls[i].keys) // nil but on a Cluster
-		return node
+		if node != nil && failed[i] && apart < apartMax {
+			apart++
+			return part{node, i}
+		}
+		return part{node, -1}
 	})
 }
+
+// apartMax is the most calls of a batch that go in parts of their own
+// (see byMaster): enough for a slot's worth of leases caught in a run
+// sent on to a master that stopped answering, few enough that a master
+// down, whose every lease fails, costs no more than a hundred more
+// round trips at once.
+const apartMax = mergeMax

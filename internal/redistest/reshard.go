@@ -56,6 +56,9 @@ func (c *Cluster) MoveSlotOf(t testing.TB, key string) *SlotMove {
 	return m
 }
 
+// To returns the address of the master the slot moves to.
+func (m *SlotMove) To() string { return m.dst.Options().Addr }
+
 // SlotMaster returns the address of the master of slot as node sees it
 // ("" when it cannot tell).
 func SlotMaster(ctx context.Context, node *redis.Client, slot int) string {

@@ -30,6 +30,10 @@ type PartedBatch interface {
 type Renewal struct {
 	Lease any
 	TTL   time.Duration
+	// Failed says the lease's last renewal failed, or had no reply in
+	// time: a PartedBatch may send it apart from the others, so that
+	// whatever held it up holds up no other's.
+	Failed bool
 }
 
 // window is how early a lease's automatic renewal may be sent to join a
@@ -62,7 +66,7 @@ func (s *state) renewBatch(b Batch, ws []*watch) {
 	sent := time.Now()
 	var limit time.Time
 	for i, w := range ws {
-		rs[i] = Renewal{Lease: w.d.cfg.Lease, TTL: w.ttl}
+		rs[i] = Renewal{Lease: w.d.cfg.Lease, TTL: w.ttl, Failed: w.failed}
 		l := earlier(w.deadline, sent.Add(w.ttl/3))
 		w.send(&renewal{f: f, sent: sent, ttl: w.ttl, limit: l})
 		if l.After(limit) {
