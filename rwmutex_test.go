@@ -1049,29 +1049,43 @@ func TestRWRetriedAcquireIsIdempotent(t *testing.T) {
 }
 
 // TestReaderWokenAfterHandedWriterDies: a reader waits behind a
-// writer that never expires (its refusal says: only when woken). That
+// writer that never expires (its refusal says: only when woken), or
+// whose lease has a minute left (its refusal says: in a minute). That
 // writer's release hands the lock to a waiting writer, which wakes no
 // reader; the new writer then dies (its lease lapses, nobody releases).
 // The reader must get in once the dead writer's lease has run out, not
-// sleep for ever.
+// sleep for ever, nor until the first writer's lease would have ended.
 func TestReaderWokenAfterHandedWriterDies(t *testing.T) {
+	for _, first := range []struct {
+		name string
+		opt  dlock.LockOption
+	}{{"no-expiry", dlock.WithNoExpiry()}, {"ttl=1m", dlock.WithTTL(time.Minute)}} {
+		for _, mode := range []dlock.RWMode{dlock.PreferReaders, dlock.PreferWriters} {
+			t.Run(first.name+"/"+mode.String(), func(t *testing.T) {
+				readerWokenAfterHandedWriterDies(t, first.opt, mode)
+			})
+		}
+	}
+}
+
+func readerWokenAfterHandedWriterDies(t *testing.T, first dlock.LockOption, mode dlock.RWMode) {
 	srv, ctx := serve(t)
 	c, _, _ := newClient(t, srv)
 	c2, _, _ := newClient(t, srv)
 	c3, _, _ := newClient(t, srv)
-	w0 := mustTake(t, ctx, c.RWMutex("h", dlock.WithNoExpiry()).Lock)
+	w0 := mustTake(t, ctx, c.RWMutex("h", first).Lock)
 
-	rctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	read := make(chan error, 1)
 	go func() {
-		l, err := c3.RWMutex("h", dlock.WithRWMode(dlock.PreferReaders)).RLock(rctx)
+		l, err := c3.RWMutex("h", dlock.WithRWMode(mode)).RLock(rctx)
 		if err == nil {
 			err = l.Unlock(ctx)
 		}
 		read <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the reader's try is refused: -1
+	time.Sleep(300 * time.Millisecond) // the reader's try is refused
 
 	// A writer that will "die" once it has the lock: it never renews
 	// after its first renewal and never unlocks.
@@ -1098,8 +1112,8 @@ func TestReaderWokenAfterHandedWriterDies(t *testing.T) {
 			t.Fatalf("reader: %v (after %v)", err, time.Since(start))
 		}
 		t.Logf("reader in %v after the writer got the lock", time.Since(start))
-	case <-time.After(8 * time.Second):
-		t.Fatal("reader still waiting 8s after the handed-over writer's lease lapsed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("reader still waiting 10s after the handed-over writer's lease lapsed")
 	}
 }
 

@@ -215,10 +215,11 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 	if r.wait >= 0 && (next < 0 || r.wait < next) {
 		next = r.wait + time.Millisecond
 	}
-	if s.a.shared && r.wait < 0 && (next < 0 || next > queueLiveness) {
-		// A reader has no heartbeat: behind a writer that never expires,
-		// look again now and then, in case it went with no word (the
-		// lock handed on to a writer that then died, a FLUSHALL).
+	if s.a.shared && (next < 0 || next > queueLiveness) {
+		// A reader has no heartbeat: behind a writer, look again now and
+		// then, in case the lock went with no word (handed on to a
+		// writer that then died, whose lease ends long before the one
+		// the refusal told of; a FLUSHALL).
 		next = queueLiveness
 	}
 	return next, nil
