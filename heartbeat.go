@@ -122,12 +122,12 @@ func (h *heartbeats) due() (due []*beat, failed []bool, ok bool) {
 }
 
 // send sends one batch of beats, one part per master on a Cluster (a
-// beat whose last heartbeat failed, as failed says, in a part of its own:
-// see byMaster), all at once, and gives each waiter its reply as its part is answered. A
-// part not answered within a period is left to finish in the background,
-// its replies dropped (each of its waiters is told errNoReply), so that a
-// slow or unreachable shard keeps no other waiter's reply, nor its next
-// heartbeat, from coming on time.
+// beat whose last heartbeat failed, as failed says, in a part of its
+// own: see byMaster), all at once, and gives each waiter its reply as its
+// part is answered. A part not answered within a period is left to
+// finish in the background, its replies dropped (each of its waiters is
+// told errNoReply), so that a slow or unreachable shard keeps no other
+// waiter's reply, nor its next heartbeat, from coming on time.
 func (h *heartbeats) send(beats []*beat, failed []bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.period)
 	defer cancel()
