@@ -36,6 +36,12 @@ type attempt struct {
 	// alone marks a read share kept in the RWMutex's owner key, when ok
 	// (see rw_rlock.lua): renewed and checked as a writer's lease is.
 	alone bool
+	// again marks a lease its token held already when the try ran, when
+	// ok: the try was sent again after its reply was lost (by dlock, or
+	// by go-redis unseen), or a release had handed the lock to it, and
+	// then Redis keeps the lease until the hand-off window ends (see
+	// grant's handed).
+	again bool
 	// asked marks, on a Redlock client, the nodes that may hold a share:
 	// the lease's, or when refused, set only if the try could not give
 	// back what it got on some node.

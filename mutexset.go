@@ -289,8 +289,9 @@ func (s *MutexSet) named(member string, block bool) *acquisition {
 }
 
 // parseSetAttempt reads set_acquire's reply: "<fence> <member>" when
-// taken (a string: a table costs Redis 7.0 more to send), {0, wait,
-// holder, at} or {-1} for a member not in the set.
+// taken (a string: a table costs Redis 7.0 more to send), {"<fence>
+// <member>"} when the token held it already (see attempt.again), {0,
+// wait, holder, at}, or {-1} for a member not in the set.
 func parseSetAttempt(reply any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
@@ -303,8 +304,12 @@ func parseSetAttempt(reply any, err error) (attempt, error) {
 		}
 		return attempt{ok: true, fence: fence, member: m}, nil
 	}
-	if v, _ := reply.([]any); len(v) == 1 && toInt(v[0]) == -1 {
-		return attempt{}, ErrNoMember
+	if v, _ := reply.([]any); len(v) == 1 {
+		if toInt(v[0]) == -1 {
+			return attempt{}, ErrNoMember
+		}
+		r, err := parseSetAttempt(v[0], nil)
+		return heldAgain(r, err, reply)
 	}
 	return parseAttempt(reply, nil)
 }

@@ -68,14 +68,19 @@ func waitersOf(v any) []Waiter {
 }
 
 // parseAttempt reads a try script's reply: the fence (> 0) when taken,
-// else {0, ttl, holder [, server µs]}. A taken lock replies its fence
-// bare, because a table reply costs Redis 7.0 several times more to
-// send, and as the decimal string the script made it, because reading it
-// into a number would cost Redis about what a command does. (An integer
-// fence is read too: no try script replies one now.)
+// {fence} when the token held the lock already (see attempt.again), else
+// {0, ttl, holder [, server µs]}. A taken lock replies its fence bare,
+// because a table reply costs Redis 7.0 several times more to send, and
+// as the decimal string the script made it, because reading it into a
+// number would cost Redis about what a command does. (An integer fence
+// is read too: no try script replies one now.)
 func parseAttempt(reply any, err error) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
+	}
+	if v, _ := reply.([]any); len(v) == 1 {
+		r, err := parseAttempt(v[0], nil)
+		return heldAgain(r, err, reply)
 	}
 	switch r := reply.(type) {
 	case int64:
@@ -97,6 +102,19 @@ func parseAttempt(reply any, err error) (attempt, error) {
 		return r, nil
 	}
 	return attempt{}, fmt.Errorf("%w %v", errBadReply, reply)
+}
+
+// heldAgain marks r, read from a try's reply {taken} (see parseAttempt),
+// as a lease its token held already; err is the reading's error.
+func heldAgain(r attempt, err error, reply any) (attempt, error) {
+	switch {
+	case err != nil:
+		return attempt{}, err
+	case !r.ok:
+		return attempt{}, fmt.Errorf("%w %v", errBadReply, reply)
+	}
+	r.again = true
+	return r, nil
 }
 
 // errBadReply reports a script reply dlock cannot read: a defect, or

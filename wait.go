@@ -58,10 +58,6 @@ type waiting struct {
 	// have left a share it could not give back (see attempt.asked): the
 	// lease releases there too.
 	left []bool
-	// queued is set once a try may have put this waiter in a queue: one
-	// refused, or one whose reply was lost (Redis may have run it). A
-	// release may then have handed it the lock (see grant).
-	queued bool
 }
 
 // wait takes the lock, waiting until it is acquired, ctx ends, or the
@@ -107,9 +103,6 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	sent := time.Now()
 	r, pending, err := s.a.run(ctx, s.tok)
 	s.pending, s.answered = pending, !unanswered(err)
-	if !s.answered && s.a.queues() {
-		s.queued = true // Redis may have queued it, and then handed it the lock
-	}
 	switch {
 	case err == nil && r.ok && s.a.late(sent):
 		// Tried again at once: a try of the same token that finds the
@@ -118,7 +111,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		return nil, 0, nil
 	case err == nil && r.ok:
 		r.asked = either(r.asked, s.left)
-		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl, s.queued || s.b != nil), 0, nil
+		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl, r.again), 0, nil
 	case err == nil:
 		s.left = either(s.left, r.asked)
 		s.woken, s.backoff = false, 0

@@ -25,9 +25,11 @@
 -- ARGV[5]  (Election only) publish command: PUBLISH, or SPUBLISH on Redis
 --          Cluster; ARGV[6] the channel on which a lock taken is announced
 --          by "leader", for those who follow its holder
--- Returns  the fence (> 0), bare, as a decimal string, when taken (also
---          when this token already holds it: a try may be sent again
---          after a lost reply; the lease's TTL then starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken;
+--          {fence} when this token holds it already (a try sent again
+--          after a lost reply, or the lock handed to it: the lease's TTL
+--          then starts anew, but a hand-off's longer expiry stays until
+--          the caller's first renewal);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder's fence (as the decimal string read; 0 when
 --           free but another waiter is first), server time in µs (a
@@ -52,7 +54,7 @@ local queued = redis.call('EXISTS', queue) == 1
 local clock = clock_us()
 local fence, holder, hfence = claim(owner, fence_key, tok, meta, ttl, clock, not queued)
 if fence then
-  return announce_taken(fence)
+  return announce_taken(holder and {fence} or fence) -- a holder: it was tok
 end
 -- @helpers
 local alive, wmeta = KEYS[4] or owner .. ':alive', KEYS[5] or owner .. ':wmeta'

@@ -29,10 +29,11 @@
 -- ARGV[6]  1 to hold an intention while in the line (PreferWriters), 0 not to
 -- ARGV[7]  starve_us: how long the first writer may wait before newcomers
 --          must queue behind it
--- Returns  the fence (> 0), bare, as a decimal string, when taken (also
---          when this token already holds it: a try may be sent again
---          after a lost reply, or the lock was handed to it; the lease's
---          TTL then starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken;
+--          {fence} when this token holds it already (a try sent again
+--          after a lost reply, or the lock handed to it: the lease's TTL
+--          then starts anew, but a hand-off's longer expiry stays until
+--          the caller's first renewal);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the writer's fence (as the decimal string
 --           read), else the oldest reader's, else 0 (another writer is
@@ -55,7 +56,7 @@ end
 if mine then
   return try_now(clock) -- handed to the waiter
 elseif fence then
-  return fence
+  return w and {fence} or fence -- a holder: it was tok
 end
 -- @helpers
 local now = tonumber(clock)

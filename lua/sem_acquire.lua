@@ -25,10 +25,11 @@
 -- ARGV[7]  waiter liveness timeout in ms
 -- ARGV[8]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[9]  the release channel, on which granted waiters are told
--- Returns  the fence (> 0), bare, as a decimal string, when taken (also
---          when this token already holds a lease: a try may be sent again
---          after a lost reply, or permits were handed to it; the lease's
---          TTL then starts anew);
+-- Returns  the fence (> 0), bare, as a decimal string, when taken;
+--          {fence} when this token holds a lease already (a try sent
+--          again after a lost reply, or permits handed to it: the lease's
+--          TTL then starts anew, but a hand-off's longer expiry stays
+--          until the caller's first renewal);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), the last fence issued (0 if forgotten), server time in
 --           µs (a hand-off to this token dated before it was void by now)};
@@ -71,7 +72,7 @@ elseif mine then
   local deadline, left = deadline_of(ttl, now_ms)
   redis.call('ZADD', KEYS[3], 'GT', deadline, tok)
   outlive(KEYS[1], KEYS[3], left, false)
-  return mine.fence
+  return {mine.fence}
 end
 if not beat and (not head or head == tok) and n <= size - used then
   if head then

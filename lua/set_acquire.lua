@@ -20,9 +20,11 @@
 -- ARGV[6]  starve_us: how long a waiter may wait before newcomers must
 --          queue behind it
 -- ARGV[7]  metadata shown by Members; absent: none
--- Returns  "<fence> <member>" when taken (also when this token already
---          holds one: a try may be sent again after a lost reply, or a
---          member was handed to it; the lease's TTL then starts anew);
+-- Returns  "<fence> <member>" when taken;
+--          {"<fence> <member>"} when this token holds one already (a try
+--          sent again after a lost reply, or a member handed to it: the
+--          lease's TTL then starts anew, but a hand-off's longer expiry
+--          stays until the caller's first renewal);
 --          {0, ms until it is worth trying again unasked (-1: only when
 --           woken), holder: the named member's fence, or for any member
 --           the set's highest fence, server time in µs (a hand-off to this
@@ -67,7 +69,7 @@ if mine then
       redis.call('ZADD', KEYS[3], '+inf', mine)
     end
     set_follow(mine)
-    return redis.call('HGET', KEYS[8], mine) .. ' ' .. mine
+    return {redis.call('HGET', KEYS[8], mine) .. ' ' .. mine}
   end
   -- Its lease ended unseen, beyond the leases set_reclaim freed in this
   -- call: end it now, before the token takes another member, or reclaiming
