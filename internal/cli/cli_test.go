@@ -123,8 +123,14 @@ func TestUsageErrors(t *testing.T) {
 		{"run", "-n", "-w", "1s", "x", "--", "true"},
 		{"run", "--ttl", "0s", "x", "--", "true"},
 		{"run", "-s", "--fair", "x", "--", "true"},
+		{"run", "-s", "-x", "x", "--", "true"},
+		{"run", "-x", "--fair", "x", "--", "true"},
 		{"run", "--bogus", "x", "--", "true"},
 		{"--redis", "notaurl", "status", "x"},
+		// Pool sizes go-redis panics on.
+		{"--redis", "redis://" + srv.Addr() + "?pool_size=-1", "status", "x"},
+		{"--redis", "redis://" + srv.Addr() + "?max_active_conns=4294967296", "run", "x", "--", "true"},
+		{"--redis", "redis://" + srv.Addr() + ",redis://" + srv.Addr() + "?min_idle_conns=-2", "status", "x"},
 		{"status"},
 		{"unlock", "x"},
 		{"set", "add", "pool"},
@@ -691,5 +697,71 @@ func TestRunClusterReshardAtRelease(t *testing.T) {
 	}
 	if st.Held {
 		t.Errorf("after the move, the lock of the dlock run that exited is still held (TTL %v)", st.TTL)
+	}
+}
+
+// TestRunSidesOfOneRWMutex: -s and -x take the read and the write side of
+// one read/write lock, as flock(1)'s -s and -x do: -s holders share it,
+// and a -x holder excludes both.
+func TestRunSidesOfOneRWMutex(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		holder, contender string
+		want              int
+	}{
+		{"-s", "-x", cli.ExitConflict},
+		{"-x", "-s", cli.ExitConflict},
+		{"-x", "-x", cli.ExitConflict},
+		{"-s", "-s", 0},
+	} {
+		t.Run(c.holder+" then "+c.contender, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			holder := spawn(t, srv, "run", c.holder, "catalog", "--", "sleep", "30")
+			if err := holder.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Wait()
+			defer holder.Process.Kill()
+			waitHeld(t, srv, "catalog")
+			code, out, errOut := dl(t, srv, "run", "-n", c.contender, "catalog", "--", "echo", "inside")
+			if code != c.want {
+				t.Errorf("run -n %s catalog while run %s catalog holds it: exit %d, stdout %q, stderr %q; want %d",
+					c.contender, c.holder, code, out, errOut, c.want)
+			}
+		})
+	}
+}
+
+// TestRunReleaseUnreachableIsUnavailable: a command that ran and exited 0,
+// whose lock could not be released because Redis went away, exits 69,
+// not -E's code, which says that the command did not run.
+func TestRunReleaseUnreachableIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	ready, gate := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
+	cmd := spawn(t, srv, "run", "-E", "3", "--ttl", "30s", "job", "--", "sh", "-c",
+		`: > "$1"; while [ ! -e "$2" ]; do sleep 0.05; done`, "sh", ready, gate)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+	}
+	srv.Kill(t)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(cmd.Wait()); code != cli.ExitUnavailable {
+		t.Errorf("the command exited 0 and Redis was gone at the release: exit %d, stderr %q; want %d", code, errb.String(), cli.ExitUnavailable)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"regexp"
@@ -198,6 +199,9 @@ func (e *env) redisOptions(urls []string) ([]*redis.Options, error) {
 		case err != nil:
 			return nil, usage("bad Redis URL %q: %v", u, err)
 		}
+		if err := checkPool(u, o); err != nil {
+			return nil, err
+		}
 		if tlsFiles != nil {
 			if o.TLSConfig == nil {
 				return nil, usage("--tls-ca, --tls-cert and --tls-key need a rediss:// URL, not %q", redact(u))
@@ -207,6 +211,20 @@ func (e *env) redisOptions(urls []string) ([]*redis.Options, error) {
 		opts = append(opts, o)
 	}
 	return opts, nil
+}
+
+// checkPool refuses the pool sizes in u's options o that go-redis would
+// panic on: below 0 or past an int32.
+func checkPool(u string, o *redis.Options) error {
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"pool_size", o.PoolSize}, {"min_idle_conns", o.MinIdleConns}, {"max_idle_conns", o.MaxIdleConns}, {"max_active_conns", o.MaxActiveConns}} {
+		if f.n < 0 || f.n > math.MaxInt32 {
+			return usage("bad Redis URL %q: %s=%d is out of range (0 to %d)", redact(u), f.name, f.n, math.MaxInt32)
+		}
+	}
+	return nil
 }
 
 // redisURLs returns the URLs to connect to, and where they come from:

@@ -46,6 +46,7 @@ func TestRedlock(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "--fair", "job", "--", "true"},
 		{"run", "-s", "job", "--", "true"},
+		{"run", "-x", "job", "--", "true"},
 		{"set", "add", "pool", "a"},
 		{"--cluster", "status", "job"},
 	} {

@@ -91,7 +91,7 @@ func defaultMetadata() string {
 
 func (e *env) runCmd() *cobra.Command {
 	var o holdOpts
-	var shared, fair bool
+	var shared, exclusive, fair bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] NAME [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock, like flock(1) across machines",
@@ -99,6 +99,11 @@ func (e *env) runCmd() *cobra.Command {
 renews the lock while COMMAND runs, releases it when COMMAND exits, and
 exits with COMMAND's status. COMMAND sees DLOCK_NAME and DLOCK_FENCE (the
 lease's fencing token) in its environment.
+
+NAME is a mutex; -s and -x take instead the read and the write side of the
+read/write lock NAME, and --fair a fair mutex NAME: each is a lock of its
+own, apart from the others of that name, so every host that takes NAME
+must take it the same way (-s and -x together).
 
 If the lock is not obtained (-n finds it held, or -w's time runs out before
 it is obtained), run exits with the --conflict-exit-code (default 1); without
@@ -117,13 +122,14 @@ Flags go before NAME; everything after NAME is the command.`,
 		Example: `  dlock run nightly-report -- ./report.sh
   dlock run -n cron:cleanup -- ./cleanup.sh      # skip if another host runs it
   dlock run -w 30s --fair deploy -- ./deploy.sh
-  dlock run -s catalog -- ./read-catalog.sh      # shared (read) lock`,
+  dlock run -s catalog -- ./read-catalog.sh      # shared (read) lock
+  dlock run -x catalog -- ./rebuild-catalog.sh   # excludes -s and -x holders`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {
 				return err
 			}
-			if shared && fair {
-				return usage("--shared and --fair exclude each other")
+			if n := count(shared, exclusive, fair); n > 1 {
+				return usage("--shared, --exclusive and --fair exclude each other")
 			}
 			name, argv, err := splitCommand(args, "dlock run [flags] NAME -- COMMAND [ARGS...]")
 			if err != nil {
@@ -140,6 +146,9 @@ Flags go before NAME; everything after NAME is the command.`,
 			case shared:
 				l = c.RWMutex(name, o.lockOptions()...).RLocker()
 				t.label = "rw lock " + printable(name) + " (read side)"
+			case exclusive:
+				l = c.RWMutex(name, o.lockOptions()...)
+				t.label = "rw lock " + printable(name) + " (write side)"
 			case fair:
 				l = c.FairMutex(name, o.lockOptions()...)
 				t.label = "fair mutex " + printable(name)
@@ -157,9 +166,21 @@ Flags go before NAME; everything after NAME is the command.`,
 		},
 	}
 	o.register(cmd)
-	cmd.Flags().BoolVarP(&shared, "shared", "s", false, "take a shared (read) lock: many shared holders, no exclusive one")
-	cmd.Flags().BoolVar(&fair, "fair", false, "wait in line: holders in arrival order")
+	cmd.Flags().BoolVarP(&shared, "shared", "s", false, "take the read side of the read/write lock NAME: many -s holders, none with -x")
+	cmd.Flags().BoolVarP(&exclusive, "exclusive", "x", false, "take the write side of the read/write lock NAME: one holder, none with -s")
+	cmd.Flags().BoolVar(&fair, "fair", false, "take the fair mutex NAME: holders in arrival order")
 	return cmd
+}
+
+// count returns how many of flags are set.
+func count(flags ...bool) int {
+	n := 0
+	for _, f := range flags {
+		if f {
+			n++
+		}
+	}
+	return n
 }
 
 // target is the lock a command holds while COMMAND runs.
@@ -196,6 +217,11 @@ func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) er
 		}
 	}
 	defer signal.Stop(sigs)
+	// A stderr nobody reads any more (a "| logger" that died) must not kill
+	// dlock as it writes that the lease was lost, or its last error line:
+	// caught for the rest of the process, SIGPIPE makes such writes fail
+	// instead. (The command gets the default action back.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	if t.label == "" {
 		t.label = t.what
@@ -269,8 +295,8 @@ supervise:
 			default:
 			}
 			lost = true
-			fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", t.what, argv[0], o.killAfter)
 			g.signal(syscall.SIGTERM)
+			fmt.Fprintf(e.stderr, "dlock: lease on %s lost; stopping %s (SIGTERM, SIGKILL in %v)\n", t.what, argv[0], o.killAfter)
 			kill = time.After(o.killAfter)
 		case <-kill:
 			e.verbosef("%s still runs %v after SIGTERM; sending SIGKILL", command, o.killAfter)
@@ -288,7 +314,7 @@ supervise:
 		return &ExitError{Code: code}
 	}
 	if uerr != nil {
-		return &ExitError{Code: 1, Err: uerr}
+		return failed(uerr) // not -E's code: the command ran
 	}
 	return nil
 }

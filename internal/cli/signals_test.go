@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-dlock/dlock/internal/cli"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -48,25 +50,43 @@ func alive(pid int) bool {
 }
 
 // A lost lease stops the command and what it started: nothing keeps
-// running in the critical section after dlock exited 75.
+// running in the critical section after dlock exited 75. Also when
+// dlock's stderr is a pipe nobody reads any more (a "| logger" that
+// died): writing that the lease was lost does not kill dlock with SIGPIPE
+// before it has stopped them.
 func TestLostLeaseStopsGrandchildren(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := spawn(t, srv, "run", "--ttl", "1s", "--kill-after", "200ms", "grand", "--",
-		"sh", "-c", "sleep 30 & echo $! > "+pidFile+"; wait")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitHeld(t, srv, "grand")
-	gc := pidOf(t, pidFile)
-	defer syscall.Kill(gc, syscall.SIGKILL)
-	rdb.FlushAll(context.Background())
-	err := cmd.Wait()
-	t.Logf("dlock exit %d", exitOf(err))
-	time.Sleep(100 * time.Millisecond)
-	if alive(gc) {
-		t.Errorf("grandchild %d still runs after the lease was lost and dlock exited", gc)
+	for _, deadStderr := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dead stderr %v", deadStderr), func(t *testing.T) {
+			srv := redistest.Start(t)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			cmd := spawn(t, srv, "run", "--ttl", "1s", "--kill-after", "200ms", "grand", "--",
+				"sh", "-c", "sleep 30 & echo $! > "+pidFile+"; wait")
+			if deadStderr {
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Close()
+				defer w.Close()
+				cmd.Stderr = w
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitHeld(t, srv, "grand")
+			gc := pidOf(t, pidFile)
+			defer syscall.Kill(gc, syscall.SIGKILL)
+			if err := srv.Client(t).FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); exitOf(err) != cli.ExitLost {
+				t.Errorf("dlock ended with %v after the lease was lost; want exit %d", err, cli.ExitLost)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if alive(gc) {
+				t.Errorf("grandchild %d still runs after the lease was lost and dlock exited", gc)
+			}
+		})
 	}
 }
 
