@@ -49,6 +49,7 @@ var everyCommand = [][]string{
 	{"run", "job", "--", "true"},
 	{"run", "--fair", "job", "--", "true"},
 	{"run", "-s", "job", "--", "true"},
+	{"run", "-x", "job", "--", "true"},
 	{"set", "add", "pool", "a", "b"},
 	{"set", "run", "pool", "--", "true"},
 	{"set", "list", "pool"},
