@@ -1335,3 +1335,105 @@ func TestSetFadeKeepsRenewedHolder(t *testing.T) {
 		t.Errorf("keys after emptying: %q", ks)
 	}
 }
+// TestSetEmptiedKeepsWaiters: a waiter for any member waits on a set
+// whose last member is removed while held. When that holder releases,
+// the set empties; the README says Acquire then waits for an Add and "a
+// new member goes to the first caller waiting for any member", and that a
+// newcomer may take a free member ahead of a waiter only while it has
+// waited under a millisecond. The new member must go to the waiter, not
+// to a newcomer's TryAcquire.
+func TestSetEmptiedKeepsWaiters(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	s := c.MutexSet("emptied", dlock.WithTTL(30*time.Second))
+	if err := s.Add(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	hx := mustAcquireMember(t, s, "x")
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c.MutexSet("emptied", dlock.WithTTL(30*time.Second), dlock.WithMetadata("waiter")).Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, s, 1)
+	time.Sleep(5 * time.Millisecond) // past the millisecond a newcomer may barge in
+	if err := s.Remove(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, hx) // x leaves; the set is empty now
+	if st := statusOf(t, s); len(st.Waiters) != 1 {
+		t.Errorf("after the last member left, %d waiters queued, want the 1 still waiting", len(st.Waiters))
+	}
+	if err := s.Add(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := s.TryAcquire(ctx)
+	if err == nil {
+		t.Errorf("a newcomer's TryAcquire took %q, added while a caller waited for any member", nl.Name())
+		mustUnlock(t, nl)
+	} else if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l != nil {
+			mustUnlock(t, l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter got no member")
+	}
+}
+
+// TestSetNoBargingPastHundredWaiters: README: "a caller that finds a
+// member free may take it ahead of a waiter for it only while that waiter
+// has waited under a millisecond", and a waiter further back than the
+// first 100, "waiting for a member nobody ahead of it wants, takes it at
+// its next heartbeat". A newcomer must not take b from the waiter for b
+// that has waited for seconds, just because 100 waiters for another
+// member are queued ahead of it.
+func TestSetNoBargingPastHundredWaiters(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	s := c.MutexSet("deep", dlock.WithTTL(30*time.Second))
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	ha, hb := mustAcquireMember(t, s, "a"), mustAcquireMember(t, s, "b")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := 0; i < 100; i++ {
+		go func() { _, _ = s.AcquireMember(wctx, "a") }()
+	}
+	waitQueued(t, s, 100)
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c.MutexSet("deep", dlock.WithTTL(30*time.Second), dlock.WithMetadata("waiter-b")).AcquireMember(ctx, "b")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, s, 101)
+	time.Sleep(1500 * time.Millisecond) // the waiter for b has waited long
+	mustUnlock(t, hb)
+	nl, err := s.TryAcquireMember(ctx, "b")
+	if err == nil {
+		t.Errorf("a newcomer took b ahead of the waiter for b queued 1.5s ago (fence %d)", nl.Fence())
+		mustUnlock(t, nl)
+	} else if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l != nil {
+			mustUnlock(t, l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the waiter for b got no member")
+	}
+	cancel()
+	mustUnlock(t, ha)
+}

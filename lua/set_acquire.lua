@@ -88,12 +88,18 @@ if queued then
 end
 -- ahead is the waiter that should have member m before the caller, and
 -- has waited long enough to keep it from a newcomer, but for those in
--- skip (see set_first_for); nil when none.
+-- skip (see set_first_for), and its liveness deadline; nil when none. A
+-- caller not queued gets '' when the first 100 waiters do not want m but
+-- more wait behind them: one of those may, and takes m at its next
+-- heartbeat, within a second (as does the caller once queued).
 local function ahead(m, skip)
   if not queued then
     return nil
   end
   local w, order, _, deadline = set_first_for(m, tok, skip)
+  if not w and order and not redis.call('ZSCORE', KEYS[11], tok) then
+    return '', int(now_ms + 1000)
+  end
   if not may_take(w, order, tok, now, tonumber(ARGV[6])) then
     return w, deadline
   end

@@ -46,9 +46,11 @@ local function set_expiry(m)
 end
 
 -- set_forget drops member m from the set. Once the set has no member left
--- every key of it goes, but its highest fence, kept while it can still be
--- ahead of the clock: so an emptied set leaves nothing behind for long,
--- and a member added again gets fences above its old ones.
+-- every key of its members goes, but its highest fence, kept while it can
+-- still be ahead of the clock: so an emptied set leaves nothing behind
+-- for long, and a member added again gets fences above its old ones. The
+-- waiters' keys stay, with their places (they wait for an Add), and
+-- expire with the last waiter's liveness.
 local function set_forget(m)
   redis.call('ZREM', KEYS[1], m)
   redis.call('ZREM', KEYS[2], m)
@@ -56,7 +58,7 @@ local function set_forget(m)
   redis.call('SREM', KEYS[9], m)
   if redis.call('ZCARD', KEYS[1]) == 0 then
     local last = redis.call('GET', KEYS[10])
-    redis.call('DEL', unpack(KEYS))
+    redis.call('DEL', unpack(KEYS, 1, 10))
     if last then
       keep_fence(KEYS[10], tonumber(last), now_us())
     end
@@ -233,10 +235,12 @@ end
 -- (one waiting for m or for any member), its arrival order, its entry
 -- and its liveness deadline (server ms, the string read), looking at the
 -- first 100 waiters and none from stop on, and passing over those in skip
--- (a table of tokens, or nil); nil when there is none. Dead
--- waiters must have been pruned; one queued with no deadline at all, or
--- with an entry dlock cannot read (something else removed or wrote it),
--- is dropped on the way, as good as dead (see live_first in waiters.lua).
+-- (a table of tokens, or nil); when there is none, nil and whether the
+-- look ended at the 100th waiter with more behind it, who may want m.
+-- Dead waiters must have been pruned; one queued with no deadline at all,
+-- or with an entry dlock cannot read (something else removed or wrote
+-- it), is dropped on the way, as good as dead (see live_first in
+-- waiters.lua).
 local function set_first_for(m, stop, skip)
   local q = redis.call('ZRANGE', KEYS[11], '0', '99', 'WITHSCORES')
   if #q == 0 then
@@ -264,7 +268,7 @@ local function set_first_for(m, stop, skip)
       drop_waiters(KEYS[11], KEYS[12], KEYS[13], tok)
     end
   end
-  return nil
+  return nil, #q == 200 and redis.call('ZCARD', KEYS[11]) > 100
 end
 
 -- set_hand_over gives the member m, free at the server's clock (µs, a
