@@ -1377,13 +1377,8 @@ func TestSetEmptiedKeepsWaiters(t *testing.T) {
 	} else if !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatal(err)
 	}
-	select {
-	case l := <-got:
-		if l != nil {
-			mustUnlock(t, l)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter got no member")
+	if l := receive(t, got, "the waiter's member"); l != nil {
+		mustUnlock(t, l)
 	}
 }
 
@@ -1426,13 +1421,8 @@ func TestSetNoBargingPastHundredWaiters(t *testing.T) {
 	} else if !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatal(err)
 	}
-	select {
-	case l := <-got:
-		if l != nil {
-			mustUnlock(t, l)
-		}
-	case <-time.After(5 * time.Second):
-		t.Error("the waiter for b got no member")
+	if l := receive(t, got, "the waiter for b's member"); l != nil {
+		mustUnlock(t, l)
 	}
 	cancel()
 	mustUnlock(t, ha)
