@@ -1335,6 +1335,7 @@ func TestSetFadeKeepsRenewedHolder(t *testing.T) {
 		t.Errorf("keys after emptying: %q", ks)
 	}
 }
+
 // TestSetEmptiedKeepsWaiters: a waiter for any member waits on a set
 // whose last member is removed while held. When that holder releases,
 // the set empties; the README says Acquire then waits for an Add and "a

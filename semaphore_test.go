@@ -741,3 +741,69 @@ func TestSemaphoreForceUnlock(t *testing.T) {
 		t.Errorf("Unlock after ForceUnlock = %v, want ErrLost", err)
 	}
 }
+
+// TestSemaphoreSelfGrantWakesNobodyElse: a first waiter whose own try
+// finds its permits free (the holder's lease ran out) is granted them by
+// grant_waiters in that try, which also publishes the grant to itself.
+// The message reaches the waiter's hub registration after the try
+// answered. Nobody else is woken (README): the wake-up came with a grant
+// for the first waiter's token alone, and is not passed on to the next
+// local waiter, which would send a try of its own for nothing.
+func TestSemaphoreSelfGrantWakesNobodyElse(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	wh := &hook{mark: "self-b"}
+	wc, _ := hooked(t, srv, wh)
+	spurious := 0
+	const rounds = 10
+	for i := range rounds {
+		name := fmt.Sprint("self-", i)
+		s := c.Semaphore(name, 2, dlock.WithTTL(600*time.Millisecond), dlock.WithAutoRefresh(false))
+		mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.TryAcquire(ctx, 2) })
+		a := acquireAsync(t, ctx, wc.Semaphore(name, 2, dlock.WithTTL(30*time.Second), dlock.WithMetadata("self-a")), 2)
+		waitSem(t, s, "1 waiter", func(st dlock.Status) bool { return len(st.Waiters) == 1 })
+		b := acquireAsync(t, ctx, wc.Semaphore(name, 2, dlock.WithTTL(30*time.Second), dlock.WithMetadata("self-b")), 1)
+		waitSem(t, s, "2 waiters", func(st dlock.Status) bool { return len(st.Waiters) == 2 })
+		tries := wh.marked.Load()
+		la := receive(t, a, "first waiter, once the holder's lease ran out")
+		time.Sleep(200 * time.Millisecond)
+		pending(t, b, "the waiter behind")
+		if wh.marked.Load() != tries {
+			spurious++
+		}
+		mustUnlock(t, la)
+		mustUnlock(t, receive(t, b, "waiter behind"))
+	}
+	if spurious > 0 {
+		t.Errorf("in %d of %d rounds the waiter behind sent a try when the first took the permits, none free for it", spurious, rounds)
+	}
+}
+
+// TestSemaphoreTryAcquireAfterManyExpired: 150 leases of one permit each
+// ran out (a crashed client's); every permit is free, and nobody waits,
+// yet TryAcquire of all of them is refused: one call drops 100 expired
+// leases and counts the other 50 as in use.
+func TestSemaphoreTryAcquireAfterManyExpired(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	const size = 151
+	// A long lease of one permit keeps the keys (Redis would expire them
+	// with the last lease otherwise).
+	keeper := mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) {
+		return c.Semaphore("many", size, dlock.WithTTL(time.Minute)).TryAcquire(ctx, 1)
+	})
+	short := c.Semaphore("many", size, dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRefresh(false))
+	for range size - 1 {
+		mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return short.TryAcquire(ctx, 1) })
+	}
+	time.Sleep(400 * time.Millisecond)
+	s := c.Semaphore("many", size)
+	if st := statusOf(t, s); st.InUse != 1 || len(st.Waiters) != 0 {
+		t.Fatalf("status %+v: want 1 permit in use (the keeper's), nobody waiting", st)
+	}
+	l, err := s.TryAcquire(ctx, size-1)
+	if err != nil {
+		t.Fatalf("TryAcquire(%d) with %d permits free and nobody waiting: %v", size-1, size-1, err)
+	}
+	mustUnlock(t, l, keeper)
+}

@@ -57,6 +57,16 @@ end
 -- @helpers
 local beat = join == '2'
 local used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, ms, due, v)
+-- More leases may have run out than one look lists: while the permits
+-- asked for do not fit, drop them a hundred at a time, up to a thousand
+-- in all, so that a TryAcquire is not refused permits that are free.
+for _ = 2, 10 do
+  if #due < 100 or n <= size - used then
+    break
+  end
+  due = sem_due(KEYS[3], ms)
+  used, mine = permits_and_lease(KEYS[1], KEYS[3], tok, ms, due)
+end
 if head then
   used = grant_waiters(KEYS, ARGV[8], ARGV[9], clock, used)
   head = first_waiter(KEYS[4])

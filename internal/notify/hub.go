@@ -367,15 +367,21 @@ func (h *Hub) Done() <-chan struct{} { return h.ctx.Done() }
 
 // Handoff wakes another waiter in this one's place: a waiter that consumed
 // a wake-up and then gives up without trying must not swallow the release.
+// A wake-up that came with a grant not taken is not passed on (see Close).
 func (w *Waiter) Handoff() {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.wakeOne(w.ch, w)
+	if w.grant == "" {
+		h.wakeOne(w.ch, w)
+	}
 }
 
 // Close unregisters the waiter. A wake-up it had not taken goes to the
-// next waiter.
+// next waiter, unless it came with a grant not taken: the release that
+// sent it handed its token alone what it let go (the waiter took it by a
+// try of its own, or its give-up hands it on, waking the next itself),
+// so another waiter would find nothing to take.
 func (w *Waiter) Close() {
 	h := w.hub
 	h.mu.Lock()
@@ -387,7 +393,7 @@ func (w *Waiter) Close() {
 			break
 		}
 	}
-	if w.woken && w.key != Every {
+	if w.woken && w.key != Every && w.grant == "" {
 		h.wakeOne(ch, nil)
 	}
 	w.woken = false // passed on once, however often Close is called

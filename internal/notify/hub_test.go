@@ -317,6 +317,23 @@ func TestTargetedWake(t *testing.T) {
 	if pending(b) || pending(c) {
 		t.Errorf("a grant to tok-a woke other waiters: b=%v c=%v", pending(b), pending(c))
 	}
+
+	// A wake-up that came with a grant not taken is passed on neither by
+	// Handoff nor by Close: the grant was for its token alone.
+	e.publish(t, ch, "tok-b 43 1700000000000001")
+	if !woken(b, time.Second) {
+		t.Fatal("waiter with key tok-b not woken by a payload granting to tok-b")
+	}
+	b.Handoff()
+	e.publish(t, ch, "tok-b 44 1700000000000002")
+	if !eventually(time.Second, func() bool { return pending(b) }) {
+		t.Fatal("waiter with key tok-b not woken by a second grant")
+	}
+	b.Close()
+	time.Sleep(settle)
+	if pending(a) || pending(c) {
+		t.Errorf("a grant to tok-b not taken was passed on: a=%v c=%v", pending(a), pending(c))
+	}
 }
 
 // A waiter closed while it holds an unconsumed wake-up passes it on, so a
