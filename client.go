@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,10 @@ type Client struct {
 
 	giveUps *giveUps // withdrawals of failed acquisitions still running
 	work    *workers // run the calls their callers may abandon (see bounded)
+	// open ends, with the cause notify.ErrClosed, when the client is
+	// closed: it ends the waits and the followers still running then.
+	open context.Context
+	shut context.CancelCauseFunc
 
 	// renewals watches and renews every lease of the client, from one
 	// goroutine; batch sends the automatic renewals due together, one
@@ -61,8 +66,20 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // newClient is the part of a Client that does not depend on the
 // deployment.
 func newClient(cfg clientConfig) *Client {
+	open, shut := context.WithCancelCause(context.Background())
 	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), work: newWorkers(), renewals: watchdog.NewLoop(),
-		follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks}
+		open: open, shut: shut, follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks}
+}
+
+// whileOpen returns ctx, ended also when the client is closed (its cause
+// then notify.ErrClosed), and the function that lets it go.
+func (c *Client) whileOpen(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.open, func() { cancel(notify.ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 func newClientConfig(opts []Option) clientConfig {
@@ -76,13 +93,15 @@ func newClientConfig(opts []Option) clientConfig {
 }
 
 // Close stops the client's shared subscription. Waiters still blocked in
-// Lock return an error; leases already held stay valid until unlocked or
+// Lock return an error, also one whose request Redis does not answer, and
+// the channels of Election.Observe close; leases already held stay valid until unlocked or
 // expired. Acquisitions that failed but could not yet give up what they
 // may hold in Redis get up to a second more; what is left then lapses
 // with its TTL. An Unlock still waiting for its lease's turn releases all
 // the same, once it comes (the lease is renewed until then). It leaves
 // the Redis client open.
 func (c *Client) Close() error {
+	c.shut(notify.ErrClosed)
 	c.giveUps.close()
 	c.work.close()
 	var errs []error

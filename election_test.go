@@ -629,3 +629,155 @@ func TestCampaignSurvivesBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestElectStallCountsNoHolder: WithStallTimeout promises to give
+// up only once the SAME holder has kept the lock for d while the caller
+// waited. Here the leader's lease runs out 200ms into the wait and nobody
+// holds the term afterwards (a dead campaigner is first in line and is
+// skipped within 3s); the campaigner must not give up with a stall error
+// claiming the old leader kept the term for the whole stall timeout.
+func TestElectStallCountsNoHolder(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	nc, _, _ := newClient(t, srv)
+	const name = "stall-free"
+	a, err := c.Election(name, dlock.WithTTL(30*time.Second), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := startHelper(t, srv, "elect", name) // queues behind a, then dies
+	waitQueued(t, c.Election(name), 1)
+	const stall = 1500 * time.Millisecond
+	type result struct {
+		l   *dlock.Leadership
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	begun := time.Now()
+	go func() {
+		l, err := nc.Election(name, dlock.WithTTL(30*time.Second), dlock.WithStallTimeout(stall)).Campaign(ctx, "n")
+		got <- result{l, err, time.Now()}
+	}()
+	waitQueued(t, c.Election(name), 2)
+	if err := dead.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// a's term ends: its lease runs out 200ms from now, with no renewal.
+	if err := a.Refresh(ctx, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	err = eventually(ctx, 2*time.Second, func() error {
+		if st := statusOf(t, c.Election(name)); st.Held {
+			return fmt.Errorf("still held: %+v", st)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Now()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("Campaign gave up %v after it began (a's term ended %v after it began, nobody held it since): %v",
+				r.at.Sub(begun).Round(time.Millisecond), ended.Sub(begun).Round(time.Millisecond), r.err)
+		}
+		mustUnlock(t, r.l.Lease)
+	case <-time.After(6 * time.Second):
+		t.Fatal("the campaigner neither led nor gave up")
+	}
+}
+
+// TestObserveEndsAtCloseWhileRedisSilent: Observe's channel
+// closes when the Client is closed, "whatever the go-redis client's
+// options" (README, Deadlines). Here the follower is reading the leader
+// from a Redis that does not answer (paused), on a go-redis client with no
+// read timeout, when the Client is closed.
+func TestObserveEndsAtCloseWhileRedisSilent(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
+	oc := dlock.New(rdb)
+	defer oc.Close()
+	lc, _, _ := newClient(t, srv)
+	seen := oc.Election("silent").Observe(ctx)
+	l, err := lc.Election("silent", dlock.WithTTL(500*time.Millisecond), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := observed(t, seen); ld.Term != l.Fence() {
+		t.Fatalf("observed %+v", ld)
+	}
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	time.Sleep(time.Second) // the lease's end is due: the follower reads again, and Redis does not answer
+	closed := make(chan error, 1)
+	go func() { closed <- oc.Close() }()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-seen:
+			if ok {
+				continue
+			}
+			return
+		case <-deadline:
+			select {
+			case err := <-closed:
+				t.Logf("Close returned: %v", err)
+			default:
+				t.Log("Close has not returned")
+			}
+			srv.Resume(t)
+			resumed = true
+			t.Fatal("Observe's channel still open 10s after the Client was closed (Redis silent)")
+		}
+	}
+}
+
+// TestCampaignEndsAtCloseWhileRedisSilent: Close makes
+// "waiters still blocked in Lock return an error" (Client.Close). Here
+// the campaigner is trying (its leader's lease ran out) against a Redis
+// that does not answer, on a go-redis client with no read timeout, when
+// the Client is closed; its ctx never ends.
+func TestCampaignEndsAtCloseWhileRedisSilent(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
+	cc := dlock.New(rdb)
+	defer cc.Close()
+	lc, _, _ := newClient(t, srv)
+	_, err := lc.Election("silent-c", dlock.WithTTL(500*time.Millisecond), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := cc.Election("silent-c").Campaign(context.Background(), "w")
+		got <- err
+	}()
+	waitQueued(t, lc.Election("silent-c"), 1)
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	time.Sleep(time.Second) // l's lease ran out: the campaigner tries, and Redis does not answer
+	go cc.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("Campaign on a client closed while Redis was silent = %v, want ErrInvalid", err)
+		}
+	case <-time.After(10 * time.Second):
+		srv.Resume(t)
+		resumed = true
+		t.Fatal("Campaign still blocked 10s after the Client was closed (Redis silent)")
+	}
+}

@@ -79,7 +79,7 @@ func (fs *follows) join(ctx context.Context, e *Election, o *observer) {
 	defer fs.mu.Unlock()
 	f := fs.by[e.keys.Key()]
 	if f == nil {
-		fctx, cancel := context.WithCancel(context.Background())
+		fctx, cancel := context.WithCancel(e.c.open)
 		f = &follower{e: e, fs: fs, cancel: cancel, bell: make(chan struct{}, 1), observers: map[*observer]func() bool{}}
 		fs.by[e.keys.Key()] = f
 		go f.run(fctx)
@@ -131,8 +131,8 @@ func (f *follower) end() {
 	clear(f.observers)
 }
 
-// run follows the election until the last observer leaves (ctx ends) or
-// the client is closed.
+// run follows the election until the last observer leaves or the client
+// is closed (either ends ctx).
 func (f *follower) run(ctx context.Context) {
 	defer func() {
 		if f.w != nil {
@@ -145,8 +145,8 @@ func (f *follower) run(ctx context.Context) {
 			ok = f.sleep(ctx, next)
 		}
 		if !ok {
-			if ctx.Err() == nil {
-				f.end()
+			if ctx.Err() == nil || f.e.c.open.Err() != nil {
+				f.end() // not the last observer's leaving: the client's closing
 			}
 			return
 		}

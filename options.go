@@ -116,7 +116,7 @@ func WithAutoRefresh(on bool) LockOption {
 // WithStallTimeout makes Lock give up with ErrNotAcquired once the SAME
 // holder has kept the lock for d while this caller waited. A change of
 // holder restarts the clock, so a busy lock is not mistaken for a stuck
-// one. The default, 0, never gives up for this reason; d must not be
+// one, and so does a try that finds it free with another waiter first. The default, 0, never gives up for this reason; d must not be
 // negative.
 func WithStallTimeout(d time.Duration) LockOption {
 	return func(c *lockConfig) {

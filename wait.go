@@ -68,6 +68,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 	// first try and the wait, and that try needs no second.
 	s.w = c.listen.join(a.channel, tok, s.bell)
 	defer s.close()
+	var unbind func() // set once it waits
 	for {
 		l, next, err := s.try(ctx)
 		if l != nil {
@@ -75,6 +76,12 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 		}
 		if err == nil && !s.waiting && s.c.hooks != nil {
 			s.waiting, s.waitCtx = true, s.c.hooks.waitStart(ctx, s.a.info())
+		}
+		if err == nil && unbind == nil {
+			// A waiter now: Close ends its wait, even in a request that
+			// Redis does not answer.
+			ctx, unbind = c.whileOpen(ctx)
+			defer unbind()
 		}
 		if err == nil && s.w == nil {
 			var subscribed bool
@@ -91,6 +98,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 			}
 		}
 		if err != nil {
+			if context.Cause(ctx) == notify.ErrClosed {
+				err = fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+			}
 			return nil, s.quit(ctx, err)
 		}
 	}
@@ -193,8 +203,9 @@ func (s *waiting) beaten(br beatReply) (time.Duration, bool, error) {
 func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 	s.trouble = nil
 	s.refused, s.refusedAt = sent, r.at
-	// 0 is "free, but another waiter is first": not a new holder.
-	if r.holder != 0 && r.holder != s.holder {
+	// 0 is "free, but another waiter is first": nobody holds it, so no
+	// holder keeps it, and the clock starts again.
+	if r.holder == 0 || r.holder != s.holder {
 		s.holder, s.stallClock = r.holder, time.Now()
 	}
 	next := time.Duration(-1)
