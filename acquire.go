@@ -224,6 +224,8 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 	case err != nil:
 		if unanswered(err) {
 			c.giveUp(ctx, a, tok, pending, false)
+		} else if r.asked != nil {
+			c.giveUpLater(a, tok, nil, 1) // shares a Redlock try could not give back
 		}
 		return nil, a.failedAfter(ctx, err, noReply(pending, nil))
 	case r.ok && a.late(sent):

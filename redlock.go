@@ -158,22 +158,32 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		return attempt{}, err
 	}
 	var left []bool // where a share may be left: giving it back failed
-	// Another lease's majority stays whatever this try gives back:
-	// announcing the give-back would only wake waiters (this one first)
-	// to try, and give back, again, for as long as it holds.
-	announce := !v.majorityHeld(q)
-	if v.granted > 0 && !r.giveBack(ctx, tok, v.grants, announce) {
-		left = v.grants
+	// Another lease's majority, perhaps with nodes that did not answer,
+	// stays whatever this try gives back: announcing the give-back would
+	// only wake waiters (this one first) to try, and give back, again, for
+	// as long as it holds.
+	announce := !v.mayHoldMajority(q)
+	if v.granted > 0 {
+		select {
+		case ok := <-r.giveBack(ctx, tok, v.grants, announce):
+			if !ok {
+				left = v.grants
+			}
+		case <-ctx.Done():
+			left = v.grants // not answered by the caller's deadline
+		}
 	}
 	if v.silent != nil {
 		// The nodes that never answered are given back to without
 		// waiting: one that is paused would cost the caller a second
 		// node timeout. They may still hold a share: left.
 		left = either(left, v.silent)
-		go r.giveBack(ctx, tok, v.silent, announce)
+		r.giveBack(ctx, tok, v.silent, announce)
 	}
 	if len(v.failed) > n-q {
-		return attempt{}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
+		// The nodes that may hold a share go with the error, for the
+		// lease that a later try may take, or the give-up, to release.
+		return attempt{asked: left}, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
 			len(v.failed), n, q, v.failed[0])
 	}
 	a := v.wait(q)
@@ -226,11 +236,12 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 	return v
 }
 
-// majorityHeld reports whether another lease held at least q of the
-// nodes that answered.
-func (v vote) majorityHeld(q int) bool {
+// mayHoldMajority reports whether another lease may hold q nodes: it
+// held so many of those that answered that, with those that did not, it
+// makes q.
+func (v vote) mayHoldMajority(q int) bool {
 	for _, left := range v.held {
-		if len(left) >= q {
+		if len(left)+len(v.failed) >= q {
 			return true
 		}
 	}
@@ -267,13 +278,18 @@ func (v vote) wait(q int) attempt {
 	return attempt{wait: rand.N(splitPause)}
 }
 
-// giveBack gives back the shares a try of tok got, on the nodes marked in
-// asked, with its own deadline (the caller's context may have ended);
-// announce is release's. It reports whether every node answered.
-func (r *redlockMutex) giveBack(ctx context.Context, tok string, asked []bool, announce bool) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
-	defer cancel()
-	return firstErr(r.release(ctx, tok, 0, asked, announce, nil)) == nil
+// giveBack gives back, in the background, the shares a try of tok got on
+// the nodes marked in asked, with a deadline of its own (the caller's
+// context may end first); announce is release's. The channel it returns
+// tells whether every node answered.
+func (r *redlockMutex) giveBack(ctx context.Context, tok string, asked []bool, announce bool) <-chan bool {
+	done := make(chan bool, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
+		defer cancel()
+		done <- firstErr(r.release(ctx, tok, 0, asked, announce, nil)) == nil
+	}()
+	return done
 }
 
 // shareKeys are the KEYS of the redlock scripts: the owner key and the

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -834,5 +835,162 @@ func TestRedlockDuplicateMaster(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	if _, err := c.Mutex("dup").TryLock(t.Context()); !errors.Is(err, dlock.ErrInvalid) {
 		t.Errorf("TryLock on a Redlock client given one master twice: %v, want ErrInvalid", err)
+	}
+}
+
+// TestRedlockWaiterBesideUnreachableShareDoesNotSpin: 3 masters; a lease
+// holds nodes 0 and 1 (node 2 lost its share: a restart without
+// persistence), then node 1 goes down. No one can take the lock until the
+// lease's share on node 0 runs out. A waiter's try is refused by node 0,
+// granted by node 2, and gets no answer from node 1 (down or resting):
+// majorityHeld sees only one of the lease's shares, so the try's
+// give-back on node 2 is announced, and wakes the waiter itself, which
+// tries again at once: a busy loop for as long as the share lasts.
+// README: a node that is down "costs one node timeout now and then, not
+// one per try"; the give-back of a try that cannot win "would only wake
+// waiters to try again at once".
+func TestRedlockWaiterBesideUnreachableShareDoesNotSpin(t *testing.T) {
+	c, srvs, cnt := newRedlock(t, 3)
+	ctx := t.Context()
+	m := c.Mutex("spin", dlock.WithTTL(5*time.Second))
+	l := mustTake(t, ctx, m.Lock)
+	defer l.Unlock(ctx)
+	if err := srvs[2].Client(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srvs[1].Kill(t)
+	sent := cnt.Load()
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := m.Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock while another lease's share on node 0 lives: %v, want the deadline", err)
+	}
+	n := cnt.Load() - sent
+	t.Logf("a waiter sent %d commands in 1s", n)
+	if n > 60 {
+		t.Errorf("a waiter beside a lease whose majority includes a node that is down sent %d commands in 1s (a busy loop), want a few", n)
+	}
+}
+
+// armHook calls arm with a command's arguments once, after the first
+// command whose arguments include mark was answered.
+type armHook struct {
+	mark string
+	once sync.Once
+	arm  func(args []any)
+}
+
+func (h *armHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *armHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *armHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == h.mark }) {
+			h.once.Do(func() { h.arm(cmd.Args()) })
+		}
+		return err
+	}
+}
+
+// TestRedlockRefusedTryReturnsByDeadline: README (Deadlines):
+// "Every call returns by its ctx deadline (plus a few ms), whatever the
+// go-redis client's options". A TryLock refused by a majority but
+// granted by node 0, which is paused right after it answered, gives that
+// share back synchronously under a context of its own (redlockMutex.try
+// -> giveBack: context.WithoutCancel, one node timeout, TTL/20 = 1s
+// here), not the caller's: it returns a node timeout after the caller's
+// deadline.
+func TestRedlockRefusedTryReturnsByDeadline(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	ctx := t.Context()
+	rdbs := make([]redis.UniversalClient, 3)
+	for i, s := range srvs {
+		rdbs[i] = s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+	}
+	paused := make(chan struct{})
+	rdbs[0].(*redis.Client).AddHook(&armHook{mark: "w-try", arm: func([]any) {
+		srvs[0].Pause(t)
+		close(paused)
+	}})
+	c := dlock.NewRedlock(rdbs)
+	t.Cleanup(func() { c.Close() })
+	mustUnlock(t, mustTake(t, ctx, c.Mutex("warm").TryLock)) // loads the scripts
+	const name = "refused-deadline"
+	h := mustTake(t, ctx, c.Mutex(name, dlock.WithTTL(20*time.Second)).TryLock)
+	_ = h
+	if err := srvs[0].Client(t).Del(ctx, "dlock:{"+name+"}:mutex").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		<-paused
+		srvs[0].Resume(t)
+	}()
+	tctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithMetadata("w-try")).TryLock(tctx)
+	took := time.Since(start)
+	t.Logf("TryLock: %v after %v", err, took)
+	if took > 400*time.Millisecond {
+		t.Errorf("TryLock with a 150ms ctx returned after %v", took)
+	}
+}
+
+// TestRedlockUnlockReleasesShareOfFailedTry: a try of Lock that gets
+// no majority of answers (two of three masters cut off) returns an error
+// from redlockMutex.try, and with it drops what the try may have left:
+// here node 0 ran the try (its share is there) but its reply was lost.
+// The waiter tries again, and takes the lock on nodes 1 and 2 while node
+// 0 rests (it failed twice, so it rests longer than they do). The lease
+// does not know of node 0's share: its renewals keep that share alive
+// (same token), and Unlock does not release it, so it outlives the
+// lease by a whole TTL. README: "Unlock releases on every node that may
+// hold a share (including nodes whose try reply was lost)".
+func TestRedlockUnlockReleasesShareOfFailedTry(t *testing.T) {
+	c, srvs, ps := newProxiedRedlock(t, 3)
+	ctx := t.Context()
+	const name = "failed-try"
+	key := "dlock:{" + name + "}:mutex"
+	mustUnlock(t, mustTake(t, ctx, c.Mutex("warm").TryLock)) // loads the scripts
+	// Node 0 fails once: it rests 50ms, and 100ms after its next failure.
+	ps[0].Cut(true)
+	_, _ = c.Mutex(name).Status(ctx)
+	ps[0].Cut(false)
+	time.Sleep(100 * time.Millisecond)
+
+	ps[1].Cut(true)
+	ps[2].Cut(true)
+	dropped := ps[0].DropReply("w-lock", false, func() { ps[0].Cut(true) })
+	type res struct {
+		l   *dlock.Lease
+		err error
+	}
+	got := make(chan res, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		l, err := c.Mutex(name, dlock.WithTTL(10*time.Second), dlock.WithMetadata("w-lock")).Lock(lctx)
+		got <- res{l, err}
+	}()
+	<-dropped
+	time.Sleep(20 * time.Millisecond)
+	ps[1].Cut(false)
+	ps[2].Cut(false)
+	w := <-got
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	v := srvs[0].Client(t).Get(ctx, key).Val()
+	if !strings.HasPrefix(v, w.l.Token()+" ") {
+		t.Skipf("node 0 holds no share of the lease (%q): the test tests nothing", v)
+	}
+	ps[0].Cut(false)
+	if err := w.l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := eventually(ctx, 3*time.Second, func() error { return gone(ctx, srvs, key) }); err != nil {
+		t.Errorf("after Unlock returned nil: %v (TTL %v left)", err, srvs[0].Client(t).PTTL(ctx, key).Val())
 	}
 }

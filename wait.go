@@ -131,6 +131,7 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		next, err := s.refusal(r, sent)
 		return nil, next, err
 	case ctx.Err() == nil && transient(err):
+		s.left = either(s.left, r.asked) // a Redlock try's shares that may be left
 		s.backoff = grow(s.backoff)
 		s.trouble = err
 		s.c.log.Debug("dlock: try failed while waiting; retrying", "lock", s.a.name, "err", err, "in", s.backoff)
