@@ -71,6 +71,9 @@ type acquisition struct {
 	n      int64
 	// shared marks the read side of an RWMutex, for hooks.
 	shared bool
+	// tries counts a Redlock acquisition's tries, one after another: each
+	// share names the last try that took it up (see redlockMutex.try).
+	tries int
 	// err is a bad argument of this call (or the lock's bad name or
 	// option), returned instead of trying.
 	err error

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,8 +127,9 @@ func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) 
 	return r.c.acquire(ctx, r.acquisition(r, r.keys.Channel(), block), block)
 }
 
-func (r *redlockMutex) tryAlone(ctx context.Context, _ *acquisition, tok string) (attempt, error) {
-	return r.try(ctx, tok)
+func (r *redlockMutex) tryAlone(ctx context.Context, a *acquisition, tok string) (attempt, error) {
+	a.tries++
+	return r.try(ctx, tok, a.tries)
 }
 
 func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {
@@ -139,14 +141,20 @@ func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {
 // leave gives up a caller, who may hold a share whose reply it missed, on
 // any node.
 func (r *redlockMutex) leave(ctx context.Context, _ *acquisition, tok string) error {
-	return firstErr(r.release(ctx, tok, 0, r.everyNode(), true, nil))
+	return firstErr(r.release(ctx, tok, 0, r.everyNode(), true, nil, 0))
 }
 
-// try asks every node for the lock and keeps it if a majority granted it
-// in time; otherwise it gives back what it got and says how long to wait.
-func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
+// try, the k-th of its acquisition, asks every node for the lock and
+// keeps it if a majority granted it in time; otherwise it gives back what
+// it got and says how long to wait. Every try of an acquisition uses its
+// token, so that a try sent again after a lost reply, or a later one,
+// takes up the share an earlier try left; a share names the last try
+// that took it up, and a try's give-back leaves a share a later try took
+// up: arriving late (held back in the network), it must not take a
+// share from the lease a later try got.
+func (r *redlockMutex) try(ctx context.Context, tok string, k int) (attempt, error) {
 	start := time.Now()
-	v := r.ask(ctx, tok)
+	v := r.ask(ctx, tok, k)
 	n, q := len(r.c.nodes), quorum(len(r.c.nodes))
 	valid := watchdog.Deadline(start, r.cfg.ttl).Add(-clockDrift(r.cfg.ttl))
 	if v.granted >= q && time.Now().Before(valid) {
@@ -165,7 +173,7 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 	announce := !v.mayHoldMajority(q)
 	if v.granted > 0 {
 		select {
-		case ok := <-r.giveBack(ctx, tok, v.grants, announce):
+		case ok := <-r.giveBack(ctx, tok, k, v.grants, announce):
 			if !ok {
 				left = v.grants
 			}
@@ -178,7 +186,7 @@ func (r *redlockMutex) try(ctx context.Context, tok string) (attempt, error) {
 		// waiting: one that is paused would cost the caller a second
 		// node timeout. They may still hold a share: left.
 		left = either(left, v.silent)
-		r.giveBack(ctx, tok, v.silent, announce)
+		r.giveBack(ctx, tok, k, v.silent, announce)
 	}
 	if len(v.failed) > n-q {
 		// The nodes that may hold a share go with the error, for the
@@ -202,10 +210,10 @@ type vote struct {
 	grants, silent []bool
 }
 
-// ask sends tok's try to every node at once and counts the answers.
-func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
+// ask sends tok's k-th try to every node at once and counts the answers.
+func (r *redlockMutex) ask(ctx context.Context, tok string, k int) vote {
 	ttl := r.cfg.ttl
-	id := leaseID(tok)
+	id := leaseID(tok) + "." + strconv.Itoa(k)
 	replies := fanOut(ctx, r.c.nodes, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]any, error) {
 		return redlockAcquire.Run(ctx, n.rdb, r.shareKeys(), tok, millis(ttl), r.cfg.metadata, id).Slice()
 	})
@@ -227,7 +235,7 @@ func (r *redlockMutex) ask(ctx context.Context, tok string) vote {
 			v.grants[i] = true
 			v.fence = max(v.fence, uint64(toInt(a[1])))
 		case len(a) >= 4:
-			holder, _ := strconv.ParseUint(fmt.Sprint(a[3]), 10, 64)
+			holder, _ := strconv.ParseUint(idOf(fmt.Sprint(a[3])), 10, 64)
 			v.held[holder] = append(v.held[holder], ttlOf(toInt(a[1])))
 		default:
 			v.failed = append(v.failed, fmt.Errorf("%w %v", errBadReply, a))
@@ -278,16 +286,17 @@ func (v vote) wait(q int) attempt {
 	return attempt{wait: rand.N(splitPause)}
 }
 
-// giveBack gives back, in the background, the shares a try of tok got on
-// the nodes marked in asked, with a deadline of its own (the caller's
-// context may end first); announce is release's. The channel it returns
-// tells whether every node answered.
-func (r *redlockMutex) giveBack(ctx context.Context, tok string, asked []bool, announce bool) <-chan bool {
+// giveBack gives back, in the background, the shares the k-th try of tok
+// got on the nodes marked in asked, but those a later try took up, with
+// a deadline of its own (the caller's context may end first); announce
+// is release's. The channel it returns tells whether every node
+// answered.
+func (r *redlockMutex) giveBack(ctx context.Context, tok string, k int, asked []bool, announce bool) <-chan bool {
 	done := make(chan bool, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(r.cfg.ttl))
 		defer cancel()
-		done <- firstErr(r.release(ctx, tok, 0, asked, announce, nil)) == nil
+		done <- firstErr(r.release(ctx, tok, 0, asked, announce, nil, k)) == nil
 	}()
 	return done
 }
@@ -309,11 +318,12 @@ func (r *redlockMutex) everyNode() []bool {
 }
 
 // release gives back tok's share on the nodes marked in asked, resting or
-// not: those that may hold one. A node where a share was given back wakes
-// a waiter of each client when announce is set. Each node's request,
-// when l is not nil, is recorded in l.nodes (see releaseRecord), also
-// one the caller stopped waiting for.
-func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool, announce bool, l *redlockLease) []reply[bool] {
+// not: those that may hold one; only a share no try after the k-th took
+// up, for k > 0 (a try's give-back). A node where a share was given back
+// wakes a waiter of each client when announce is set. Each node's
+// request, when l is not nil, is recorded in l.nodes (see
+// releaseRecord), also one the caller stopped waiting for.
+func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, asked []bool, announce bool, l *redlockLease, k int) []reply[bool] {
 	return fanOutTo(ctx, r.c.nodes, asked, nodeTimeout(r.cfg.ttl), func(ctx context.Context, n *node) (bool, error) {
 		publish := ""
 		if announce {
@@ -323,7 +333,11 @@ func (r *redlockMutex) release(ctx context.Context, tok string, fence uint64, as
 			// Sent once: go-redis sending it again after a lost reply
 			// would find the share gone and count the node as not
 			// released.
-			return redlockRelease.Run(ctx, once{n.rdb}, r.shareKeys(), tok, fence, publish, r.keys.Channel()).Bool()
+			args := []any{tok, fence, publish, r.keys.Channel()}
+			if k > 0 {
+				args = append(args, k)
+			}
+			return redlockRelease.Run(ctx, once{n.rdb}, r.shareKeys(), args...).Bool()
 		}
 		if l == nil {
 			return send()
@@ -362,7 +376,7 @@ func (r *redlockMutex) Status(ctx context.Context) (Status, error) {
 		st.Fence = max(st.Fence, s.Fence)
 		if s.Held {
 			id, _ := rp.val[5].(string)
-			shares[id] = append(shares[id], s)
+			shares[idOf(id)] = append(shares[idOf(id)], s)
 		}
 	}
 	if answered < q {
@@ -418,7 +432,7 @@ func (l *redlockLease) refresh(ctx context.Context, tok string, ttl time.Duratio
 func (l *redlockLease) release(ctx context.Context, tok string) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	replies := l.r.release(ctx, tok, l.fence, l.asked, true, l)
+	replies := l.r.release(ctx, tok, l.fence, l.asked, true, l, 0)
 	some := false
 	for i := range replies {
 		if replies[i].err == nil && (replies[i].val || l.nodes[i].ran.Load()) {
@@ -473,6 +487,12 @@ func tally(replies []reply[bool]) (bool, error) {
 	}
 	return false, fmt.Errorf("%d of %d Redis masters failed, a majority of %d must answer: %w",
 		failed, len(replies), q, first)
+}
+
+// idOf is the lease id of a share's id, "<lease id>.<try>" (see ask).
+func idOf(shareID string) string {
+	id, _, _ := strings.Cut(shareID, ".")
+	return id
 }
 
 // leaseID is a lease's public name, the same on every node: other callers

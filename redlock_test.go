@@ -994,3 +994,98 @@ func TestRedlockUnlockReleasesShareOfFailedTry(t *testing.T) {
 		t.Errorf("after Unlock returned nil: %v (TTL %v left)", err, srvs[0].Client(t).PTTL(ctx, key).Val())
 	}
 }
+
+// TestRedlockLateGiveBackLeavesLaterTrysShare: the tries of one Lock
+// share one token. A try refused overall but granted on node 2 gives
+// that share back; the give-back's request is held back in the network
+// (a lost segment sent again) past its node timeout, so the try counts
+// node 2 as possibly holding a share and the waiter goes on. Its next
+// try takes the lock on nodes 1 and 2 (node 0 is cut off from it: a
+// minority). Then the old give-back reaches node 2: it must leave the
+// share the later try took up. Were it to delete it (the token is the
+// same), the lease would hold one node of three with Lost() open, and
+// another client would take the lock on nodes 0 and 2: two holders,
+// while every Redis kept its data.
+func TestRedlockLateGiveBackLeavesLaterTrysShare(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	ctx := t.Context()
+	const name = "stale-giveback"
+	// H: holds nodes 0 and 1 (node 2 was cut off from it while it took
+	// the lock).
+	hps := make([]*redistest.Proxy, 3)
+	hrdbs := make([]redis.UniversalClient, 3)
+	// W: the waiter, every node behind a proxy.
+	wps := make([]*redistest.Proxy, 3)
+	wrdbs := make([]redis.UniversalClient, 3)
+	direct := make([]redis.UniversalClient, 3)
+	for i, s := range srvs {
+		hps[i] = redistest.StartProxy(t, s.Addr())
+		wps[i] = redistest.StartProxy(t, s.Addr())
+		hrdbs[i] = redis.NewClient(&redis.Options{Addr: hps[i].Addr(), MaxRetries: -1})
+		wrdbs[i] = redis.NewClient(&redis.Options{Addr: wps[i].Addr(), MaxRetries: -1})
+		direct[i] = s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+		t.Cleanup(func() { hrdbs[i].Close(); wrdbs[i].Close() })
+	}
+	var delivered <-chan struct{}
+	armed := make(chan struct{})
+	wrdbs[2].(*redis.Client).AddHook(&armHook{mark: "w-waiter", arm: func(args []any) {
+		tok, _ := args[5].(string) // EVALSHA sha 2 key fence-key tok ...
+		t.Logf("armed after W's first try on node 2 at %v", time.Now().Format("05.000000"))
+		delivered = wps[2].DelayRequest(tok, 1500*time.Millisecond)
+		close(armed)
+	}})
+	hc, wc, bc := dlock.NewRedlock(hrdbs), dlock.NewRedlock(wrdbs), dlock.NewRedlock(direct)
+	t.Cleanup(func() { hc.Close(); wc.Close(); bc.Close() })
+	// Load the scripts everywhere.
+	mustUnlock(t, mustTake(t, ctx, wc.Mutex("warm").TryLock))
+
+	hps[2].Cut(true)
+	h := mustTake(t, ctx, hc.Mutex(name, dlock.WithTTL(20*time.Second)).TryLock)
+	hps[2].Cut(false)
+	{
+		key := "dlock:{" + name + "}:mutex"
+		t.Logf("H took it: node 0 %q, node 1 %q, node 2 %q", direct[0].Get(ctx, key).Val(), direct[1].Get(ctx, key).Val(), direct[2].Get(ctx, key).Val())
+	}
+	wps[0].Cut(true) // W cannot reach node 0: a minority
+
+	const ttl = 2 * time.Second // node timeout 100ms
+	type res struct {
+		l   *dlock.Lease
+		err error
+	}
+	got := make(chan res, 1)
+	go func() {
+		l, err := wc.Mutex(name, dlock.WithTTL(ttl), dlock.WithMetadata("w-waiter")).Lock(ctx)
+		got <- res{l, err}
+	}()
+	<-armed
+	time.Sleep(300 * time.Millisecond)
+	t.Logf("before H's Unlock at %v: node 2 %q", time.Now().Format("05.000000"), direct[2].Get(ctx, "dlock:{"+name+"}:mutex").Val())
+	unlocked := time.Now()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var w res
+	select {
+	case w = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("W did not get the lock")
+	}
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	t.Logf("W got the lock %v after H's Unlock began", time.Since(unlocked))
+	key := "dlock:{" + name + "}:mutex"
+	t.Logf("W's lease (fence %d); node 2's owner key before the old give-back lands: %q", w.l.Fence(), direct[2].Get(ctx, key).Val())
+	<-delivered
+	time.Sleep(50 * time.Millisecond)
+	t.Logf("after: node 1 %q, node 2 %q", direct[1].Get(ctx, key).Val(), direct[2].Get(ctx, key).Val())
+	b, err := bc.Mutex(name, dlock.WithTTL(ttl)).TryLock(ctx)
+	lost := isClosed(w.l.Lost())
+	if err == nil {
+		t.Errorf("B took the lock (fence %d) while W's lease (fence %d) has Lost() closed=%v: two holders", b.Fence(), w.l.Fence(), lost)
+		_ = b.Unlock(ctx)
+	} else {
+		t.Logf("B: %v", err)
+	}
+}

@@ -10,8 +10,16 @@
 --          wake nobody (a try giving back a share while another lease
 --          holds a majority)
 -- ARGV[4]  the release channel
--- Returns  1 when released; 0 when the token did not hold it (nothing changes).
-if not owns(KEYS[1], ARGV[1]) then
+-- ARGV[5]  (a try's give-back) the try's number: the share goes only if
+--          no later try of the token took it up (see redlock_acquire.lua);
+--          absent: whichever try took it (Unlock, a give-up)
+-- Returns  1 when released; 0 when the token did not hold it, or a later
+--          try did (nothing changes).
+local v = redis.call('GET', KEYS[1])
+if not held_by(v, ARGV[1]) then
+  return 0
+end
+if ARGV[5] and try_of(select(3, holder_of(v))) > tonumber(ARGV[5]) then
   return 0
 end
 redis.call('DEL', KEYS[1])

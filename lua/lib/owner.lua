@@ -89,6 +89,12 @@ local function holder_of(v)
   return tok, fence, id
 end
 
+-- try_of reads the try number from a Redlock share's id, "<lease id>.<try>"
+-- (see redlock_acquire.lua): 0 for none (a share of an older version).
+local function try_of(id)
+  return tonumber(string.match(id or '', '%.(%d+)$') or '0')
+end
+
 -- peek_owner reads the holder of the owner key as holder_of does,
 -- changing nothing (a waiter's heartbeat must not touch a lease, not even
 -- one handed to its own token).
