@@ -51,6 +51,11 @@ type Lease struct {
 	// releasingNow is set once a release is on its way, before the watch
 	// stops: a renewal in flight may then find the lease gone by it.
 	releasingNow atomic.Bool
+	// longest is the longest TTL that the lease's acquisition or any of
+	// its renewals asked of Redis (the hand-off window for a lease handed
+	// over), whether or not it got there: Redis keeps the lease no longer
+	// than that after the last write that reaches it.
+	longest atomic.Int64
 }
 
 // leaseOps is what a primitive does to Redis for a lease it issued.
@@ -83,6 +88,10 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 	if cfg.ttl == 0 {
 		return l
 	}
+	l.asked(cfg.ttl)
+	if first {
+		l.asked(queueLiveness) // Redis may keep a handed-over lease as long
+	}
 	wdc := watchdog.Config{
 		TTL:    cfg.ttl,
 		Auto:   cfg.autoRefresh,
@@ -104,6 +113,16 @@ func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg loc
 		l.wd = l.c.renewals.Start(wdc, deadline)
 	}
 	return l
+}
+
+// asked records a TTL asked of Redis for the lease (see longest).
+func (l *Lease) asked(ttl time.Duration) {
+	for {
+		old := l.longest.Load()
+		if int64(ttl) <= old || l.longest.CompareAndSwap(old, int64(ttl)) {
+			return
+		}
+	}
 }
 
 // renew is the lease's renewal to ttl, for its watchdog; errGone when
@@ -216,6 +235,7 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.wd == nil {
 		return fmt.Errorf("%w: lease of %q never expires", ErrInvalid, l.name)
 	}
+	l.asked(ttl)
 	err := l.wd.Refresh(ctx, ttl)
 	switch {
 	case err == nil:
@@ -230,8 +250,9 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // Unlock releases the lease and wakes waiters. It returns ErrLost if the
 // lease was lost before or while it ran (Lost() was closed) or is no
 // longer held; a second Unlock returns ErrInvalid. If Redis cannot be
-// reached before ctx ends, Unlock returns the error, and the release goes
-// on in the background: the lease is no longer renewed, so it ends by its
+// reached before ctx ends, Unlock returns the error (matching ErrLost too
+// if the lease was lost), and the release goes on in the background, also
+// for a lost lease (Redis may keep it yet): the lease is no longer renewed, so it ends by its
 // TTL at the latest, and Lost() still closes at its deadline unless the
 // release succeeds first. So too when ctx ends while a Refresh or another
 // Unlock of the lease waits for Redis: the release follows once that call
@@ -335,8 +356,12 @@ func (l *Lease) unlockTurn(ctx context.Context) error {
 		<-alarmed // it fired: its loss is marked before the outcome is read
 	}
 	if err != nil {
-		if !l.isLost() {
-			l.releaseInBackground(deadline, ttl)
+		// Also for a lease lost already: Redis may keep it yet (a loss
+		// for want of a reply), or again (a renewal held back that
+		// arrives late).
+		l.releaseInBackground(deadline, ttl)
+		if l.isLost() {
+			return fmt.Errorf("%w: %q was lost (unlock: %w)", ErrLost, l.name, explain(err))
 		}
 		return fmt.Errorf("dlock: unlock %q: %w", l.name, explain(err))
 	}
@@ -480,13 +505,20 @@ func (l *Lease) byNode() bool {
 
 // releaseInBackground follows an Unlock that failed: Unlock means release,
 // so the lease is no longer renewed, only watched until deadline (reached
-// with a renewal to ttl, as the stopped watch told), and the release is
-// retried until it gets through or the lease has expired (a lease that
-// never expires: until the client is closed). The caller has the lease's
-// turn.
+// with a renewal to ttl, as the stopped watch told) unless it was lost
+// already, and the release is retried until it gets through or the lease
+// has expired, the longest TTL asked of Redis after the retries began (a
+// lease that never expires: until the client is closed). The caller has
+// the lease's turn.
 func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 	lapse := time.Duration(0)
 	if l.wd != nil {
+		// Redis keeps the lease no longer than the longest TTL asked of
+		// it (the last one set may be shorter: a Refresh that failed, or
+		// a longer renewal that lands late).
+		lapse = max(ttl, time.Duration(l.longest.Load()))
+	}
+	if l.wd != nil && !l.isLost() {
 		wdc := l.wd.Config()
 		wdc.TTL, wdc.Auto = ttl, false
 		// What it misses then, but for a Refresh finding the lease gone,
@@ -499,8 +531,6 @@ func (l *Lease) releaseInBackground(deadline time.Time, ttl time.Duration) {
 			l.markLost(LostUnreachable)
 		}
 		l.wd = l.c.renewals.Start(wdc, deadline)
-		// Redis keeps the lease no longer than the TTL last set.
-		lapse = ttl
 	}
 	if !l.releasing {
 		l.releasing = true

@@ -773,3 +773,168 @@ func TestStaleRefreshAfterLongerRefresh(t *testing.T) {
 	staleAfter(t, held)
 	heldOrLost(t, ctx, b, "x", l)
 }
+
+// TestBackgroundReleaseOutlastsAShorterRefresh: after a Refresh to a
+// shorter TTL that never reached Redis (a partition), a failed Unlock
+// retries its release in the background for as long as Redis may keep the
+// lease (the TTL last applied, the longer), not for the shorter TTL asked:
+// once the partition heals, the lock is freed, not held by nobody for the
+// rest of the longer TTL.
+func TestBackgroundReleaseOutlastsAShorterRefresh(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p, c, other := proxied(t, srv)
+	ctx := t.Context()
+	const ttl = 40 * time.Second
+	l := mustTake(t, ctx, c.Mutex("L", dlock.WithTTL(ttl)).TryLock)
+	p.Cut(true)
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := l.Refresh(rctx, time.Second)
+	cancel()
+	if err == nil || errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Refresh across a partition: %v, want a network error", err)
+	}
+	t.Logf("Refresh: %v; Lost() closed before Unlock: %v", err, isClosed(l.Lost()))
+	uctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = l.Unlock(uctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Unlock across a partition succeeded")
+	}
+	t.Logf("Unlock: %v", err)
+	// The lease is dropped here, as Do drops it after a failed Unlock.
+	time.Sleep(4 * time.Second) // the partition lasts a few seconds
+	p.Cut(false)
+	healed := time.Now()
+	if err := eventually(ctx, 5*time.Second, func() error { return freeMutex(ctx, other) }); err != nil {
+		st, _ := other.Mutex("L").Status(ctx)
+		t.Fatalf("another client %v after the partition healed: %v (lock still held, TTL left %v of %v); "+
+			"the background release gave up while Redis still kept the lease", time.Since(healed).Round(time.Second), err, st.TTL.Round(time.Second), ttl)
+	}
+}
+
+// TestUnlockAfterLostRedisDownIsErrLost: Unlock's documented contract
+// is "ErrLost if the lease was lost before ... it ran (Lost() was
+// closed)", also when Redis cannot be reached for the release.
+func TestUnlockAfterLostRedisDownIsErrLost(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	l := mustTake(t, ctx, c.Mutex("down", dlock.WithTTL(time.Second)).TryLock)
+	srv.Kill(t)
+	select {
+	case <-l.Lost():
+	case <-time.After(3 * time.Second):
+		t.Fatal("Lost() not closed 3s after Redis died (TTL 1s)")
+	}
+	uctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := l.Unlock(uctx); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Unlock of a lease whose Lost() had closed: %v; want ErrLost", err)
+	}
+}
+
+// TestDoLostRedisDownIsErrLost: Do's function sees its context cancelled
+// with cause ErrLost when Redis dies, and Do, whose release then fails,
+// returns an error matching ErrLost.
+func TestDoLostRedisDownIsErrLost(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	err := c.Mutex("dodown", dlock.WithTTL(time.Second)).Do(ctx, func(fctx context.Context) error {
+		srv.Kill(t)
+		select {
+		case <-fctx.Done():
+		case <-time.After(3 * time.Second):
+			t.Error("Do's context not cancelled 3s after Redis died (TTL 1s)")
+		}
+		return nil // the work itself succeeded
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("Do after its lease was lost: %v; want an error matching ErrLost", err)
+	}
+}
+
+// TestUnlockAfterLostReleasesInBackground: Redis stalls (SIGSTOP)
+// for longer than the lease's TTL, so Lost() closes; the renewal the
+// watchdog sent during the stall is applied when Redis resumes, keeping
+// the lease for a whole TTL more. An Unlock that then cannot send its
+// release (its ctx has ended, as a request's ctx often has by the time a
+// deferred Unlock runs) releases in the background, as an Unlock of a
+// lease not known lost does: the lock is not held by nobody for a TTL.
+func TestUnlockAfterLostReleasesInBackground(t *testing.T) {
+	srv, ctx := serve(t)
+	c, _, _ := newClient(t, srv)
+	other, _, _ := newClient(t, srv)
+	const ttl = 6 * time.Second
+	// Warm up: Redis loads the renewal script, as on any client that has
+	// held a lease for a third of its TTL.
+	warm := mustTake(t, ctx, c.Mutex("warm", dlock.WithTTL(90*time.Millisecond)).TryLock)
+	time.Sleep(200 * time.Millisecond)
+	mustUnlock(t, warm)
+	l := mustTake(t, ctx, c.Mutex("stall", dlock.WithTTL(ttl)).TryLock)
+	srv.Pause(t)
+	select {
+	case <-l.Lost():
+	case <-time.After(ttl + time.Second):
+		srv.Resume(t)
+		t.Fatal("Lost() not closed while Redis was stopped for longer than the TTL")
+	}
+	srv.Resume(t)                      // before Redis' copy expires: Lost() closes a margin (600ms) earlier
+	time.Sleep(100 * time.Millisecond) // Redis runs what it had read
+	if st, err := other.Mutex("stall").Status(ctx); true {
+		t.Logf("after resume: %+v %v", st, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err := l.Unlock(cctx)
+	t.Logf("Unlock: %v", err)
+	start := time.Now()
+	if err := eventually(ctx, 2*time.Second, func() error { return tryFree(ctx, other.Mutex("stall")) }); err != nil {
+		st, _ := other.Mutex("stall").Status(ctx)
+		t.Fatalf("another client, %v after the Unlock: %v (held %v, TTL left %v): no release was sent, in the foreground or the background",
+			time.Since(start).Round(time.Second), err, st.Held, st.TTL.Round(100*time.Millisecond))
+	}
+	t.Logf("free after %v", time.Since(start))
+}
+
+// TestHungRefreshHoldsBackNoRenewal: one connection hangs (the
+// proxy drops the reply to a Refresh and keeps the connection silent);
+// Redis stays reachable over every other connection. The Refresh returns
+// at its ctx deadline; the watchdog stops waiting for that renewal a
+// third of the way to the lease's deadline (go-redis would wait its
+// ReadTimeout, 5s by default) and renews on another connection, as it
+// does for a hung automatic renewal: the lease lives.
+func TestHungRefreshHoldsBackNoRenewal(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p, c, other := proxiedRetrying(t, srv)
+	ctx := t.Context()
+	name := marker()
+	const ttl = 2 * time.Second
+	l := mustTake(t, ctx, c.Mutex(name, dlock.WithTTL(ttl)).TryLock)
+	dropped := p.DropReply(name, true, nil)
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := l.Refresh(rctx, ttl)
+	cancel()
+	select {
+	case <-dropped:
+	default:
+		t.Fatalf("the Refresh's reply was not dropped (Refresh: %v)", err)
+	}
+	t.Logf("Refresh on the hung connection: %v", err)
+	// Redis answers everyone else.
+	if err := tryFree(ctx, other.Mutex("unrelated")); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
+	err = l.Refresh(rctx, ttl)
+	cancel()
+	t.Logf("second Refresh: %v", err)
+	select {
+	case <-l.Lost():
+		h, herr := l.Held(ctx)
+		t.Errorf("Lost() closed within a lease of TTL %v on a reachable Redis (Held: %v, %v): "+
+			"the hung Refresh held back every renewal", ttl, h, herr)
+	case <-time.After(2 * ttl):
+	}
+	_ = l.Unlock(ctx)
+}

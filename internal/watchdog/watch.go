@@ -94,7 +94,12 @@ type outcome struct {
 	final bool
 }
 
-var errNoReply = errors.New("watchdog: no reply for this lease in its batch")
+var (
+	errNoReply = errors.New("watchdog: no reply for this lease in its batch")
+	// errGivenUp is the failure of a renewal that the loop stopped
+	// waiting for (see abandon).
+	errGivenUp = errors.New("watchdog: no reply to the renewal in time; renewing again on another connection")
+)
 
 // renews reports whether the loop renews w when its renewal is due:
 // with Auto, and for the first renewal of a short hold.
@@ -112,11 +117,13 @@ func (w *watch) wake() time.Time {
 	return w.deadline
 }
 
-// renewAlone sends w's renewal to ttl by itself, bounded by limit.
+// renewAlone sends w's renewal to ttl by itself, bounded by limit: the
+// loop then stops waiting for it, as for one in a batch (see abandon).
 func (s *state) renewAlone(w *watch, ctx context.Context, ttl time.Duration, limit time.Time, reply chan error) {
 	f := &flight{watches: []*watch{w}, waiting: 1}
-	w.send(&renewal{f: f, sent: time.Now(), ttl: ttl, reply: reply})
-	ctx, f.cancel = context.WithDeadline(ctx, earlier(limit, w.deadline))
+	limit = earlier(limit, w.deadline)
+	w.send(&renewal{f: f, sent: time.Now(), ttl: ttl, reply: reply, limit: limit})
+	ctx, f.cancel = context.WithDeadline(ctx, limit)
 	s.fix(w)
 	s.flights++
 	renew, out := w.d.cfg.Renew, s.outcomes
@@ -141,10 +148,22 @@ func (s *state) request(w *watch, req request) {
 	}
 	w.ttl = req.ttl
 	if w.inflight == nil {
-		s.renewAlone(w, req.ctx, req.ttl, w.deadline, req.reply)
+		s.renewAlone(w, req.ctx, req.ttl, w.refreshLimit(), req.reply)
 	} else {
 		w.queued = append(w.queued, req)
 	}
+}
+
+// refreshLimit is how long the loop waits for a Refresh's renewal before
+// it stops waiting (see abandon) and renews again, on another exchange:
+// a third of the time left, so that one connection that does not answer
+// holds back no renewal until the lease is lost. A lease the loop does
+// not renew waits for it until its deadline: nothing would go instead.
+func (w *watch) refreshLimit() time.Time {
+	if !w.renews() {
+		return w.deadline
+	}
+	return time.Now().Add(time.Until(w.deadline) / 3)
 }
 
 // land takes in a flight's outcome for each watch it is about that is
@@ -249,7 +268,7 @@ func (s *state) settle(w *watch, err error) {
 	if len(w.queued) > 0 {
 		q := w.queued[0]
 		w.queued = w.queued[1:]
-		s.renewAlone(w, q.ctx, q.ttl, w.deadline, q.reply)
+		s.renewAlone(w, q.ctx, q.ttl, w.refreshLimit(), q.reply)
 	}
 	s.fix(w)
 }
@@ -280,15 +299,16 @@ func (s *state) tick(now time.Time) {
 	}
 }
 
-// abandon stops waiting for w's renewal in a batch, past its limit: it
-// counts as failed, and w's renewal is sent again at once, in another
-// exchange; but its success, if it comes, still counts (see landLate).
+// abandon stops waiting for w's renewal, past its limit: it counts as
+// failed (a Refresh's caller is told so), and w's renewal is sent again
+// at once, in another exchange; but its success, if it comes, still
+// counts (see landLate).
 func (s *state) abandon(w *watch) {
 	r := w.inflight
 	if w.late != nil {
 		w.late.f.leave() // the newer one stands for both
 	}
-	s.settle(w, errNoReply)
+	s.settle(w, errGivenUp)
 	if w.index < 0 {
 		return
 	}

@@ -296,8 +296,10 @@ func TestRenewIgnoringContextLosesBeforeTTL(t *testing.T) {
 	if !at.Before(start.Add(ttl)) {
 		t.Errorf("OnLost ran %v after the lease was acquired; want before TTL %v", at.Sub(start), ttl)
 	}
-	if calls, losses := r.snapshot(); len(calls) != 1 || len(losses) != 1 {
-		t.Errorf("%d renewals and %d OnLost calls; want 1 and 1", len(calls), len(losses))
+	// The hung renewal is given up at its limit, a third of the way, and
+	// sent again (it hangs too): a few renewals, one loss.
+	if calls, losses := r.snapshot(); len(calls) < 1 || len(calls) > 4 || len(losses) != 1 {
+		t.Errorf("%d renewals and %d OnLost calls; want 1 to 4 and 1", len(calls), len(losses))
 	}
 }
 
