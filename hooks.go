@@ -14,8 +14,10 @@ import (
 // metrics and spans. Set them with WithHooks; any field may be nil.
 //
 // Hooks run synchronously in the goroutine doing the work: the caller's
-// for an acquisition, a release or a Refresh; the client's renewal
-// goroutines for automatic renewals; and LeaseEnd wherever the holding
+// for an acquisition or a release; the client's renewal goroutines for
+// renewals, a Refresh's included (its RenewEnd comes after Refresh
+// returned when the caller's ctx ended first, whenever Redis answers,
+// perhaps after later hooks of the lease); and LeaseEnd wherever the holding
 // ends: in Unlock, or for a loss in the client's renewal loop, where a
 // slow hook delays the renewals of all the client's leases. They must be
 // quick, must not block and must not call the client. A context a Start

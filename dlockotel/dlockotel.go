@@ -24,8 +24,10 @@
 //	dlock.lease.lost        counter        leases lost, with dlock.reason: gone,
 //	                                       unreachable or expired (dlock.LostReason)
 //	dlock.renew.failures    counter        renewals that failed or found the
-//	                                       lease gone (one abandoned because the
-//	                                       lease ended is not counted)
+//	                                       lease gone (an automatic one abandoned
+//	                                       because the lease ended is not
+//	                                       counted; a Refresh its caller gave
+//	                                       up is)
 //	dlock.waiters           up-down        callers waiting for a lock now
 //	dlock.held              up-down        leases held now
 //
@@ -74,16 +76,24 @@ type config struct {
 	names   bool
 }
 
-// WithMeterProvider sets where the metrics go; the default is the global
-// provider (otel.GetMeterProvider).
+// WithMeterProvider sets where the metrics go; the default, also for a
+// nil mp, is the global provider (otel.GetMeterProvider).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) { c.meters = mp }
+	return func(c *config) {
+		if mp != nil {
+			c.meters = mp
+		}
+	}
 }
 
-// WithTracerProvider sets where the spans go; the default is the global
-// provider (otel.GetTracerProvider).
+// WithTracerProvider sets where the spans go; the default, also for a
+// nil tp, is the global provider (otel.GetTracerProvider).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) { c.tracers = tp }
+	return func(c *config) {
+		if tp != nil {
+			c.tracers = tp
+		}
+	}
 }
 
 // WithLockNames adds the lock's name (dlock.name) and a MutexSet member's
@@ -99,7 +109,9 @@ func WithLockNames() Option {
 func NewHooks(opts ...Option) (dlock.Hooks, error) {
 	cfg := config{meters: otel.GetMeterProvider(), tracers: otel.GetTracerProvider()}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // as dlock's own options: a nil one sets nothing
+			o(&cfg)
+		}
 	}
 	r, err := newRecorder(cfg)
 	if err != nil {
@@ -202,10 +214,14 @@ func (r *recorder) releaseEnd(ctx context.Context, _ dlock.LeaseInfo, err error)
 // new trace linked to the acquisition's span for an automatic renewal.
 func (r *recorder) renewStart(ctx context.Context, l dlock.LeaseInfo, auto bool) context.Context {
 	if auto {
+		ctx = context.WithValue(ctx, automatic{}, true)
 		return r.start(ctx, "dlock.renew", l.LockInfo, l.Member, l.Fence, trace.WithNewRoot(), trace.WithLinks(trace.LinkFromContext(ctx)))
 	}
 	return r.start(ctx, "dlock.renew", l.LockInfo, l.Member, l.Fence)
 }
+
+// automatic marks the context of an automatic renewal (see renewEnd).
+type automatic struct{}
 
 // start starts a span called name for lk and, if known, a lease's member
 // and fence. The attributes are set once the span is known to record, so
@@ -219,9 +235,10 @@ func (r *recorder) start(ctx context.Context, name string, lk dlock.LockInfo, me
 }
 
 func (r *recorder) renewEnd(ctx context.Context, l dlock.LeaseInfo, err error) {
-	// A renewal cancelled because its lease ended (Unlock, or a loss
-	// counted already) failed nobody.
-	failed := err != nil && !errors.Is(err, context.Canceled)
+	// An automatic renewal cancelled because its lease ended (Unlock, or
+	// a loss counted already) failed nobody; a Refresh its caller gave up
+	// (context.Canceled too) failed.
+	failed := err != nil && !(errors.Is(err, context.Canceled) && ctx.Value(automatic{}) != nil)
 	endSpan(trace.SpanFromContext(ctx), failed, err)
 	if failed {
 		r.renew.Add(ctx, 1, r.attrs.of(l.LockInfo, l.Member, attribute.KeyValue{}).add...)

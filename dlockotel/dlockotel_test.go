@@ -407,3 +407,92 @@ func TestCanceledSpanTellsLastTry(t *testing.T) {
 	}
 	t.Fatal("no dlock.acquire span")
 }
+
+// TestNilOptions: no panics on bad input (README): as dlock ignores nil
+// options (TestNilLeaseAndOptions) and a nil logger (WithLogger),
+// NewHooks ignores a nil option and nil providers (the global ones stay).
+func TestNilOptions(t *testing.T) {
+	srv := redistest.Start(t)
+	for name, opt := range map[string]dlockotel.Option{
+		"nil option":              nil,
+		"WithMeterProvider(nil)":  dlockotel.WithMeterProvider(nil),
+		"WithTracerProvider(nil)": dlockotel.WithTracerProvider(nil),
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("NewHooks(%s) panicked: %v", name, p)
+				}
+			}()
+			h, err := dlockotel.NewHooks(opt)
+			if err != nil {
+				return // an error is fine: no panic
+			}
+			c := dlock.New(srv.Client(t), dlock.WithHooks(h))
+			defer c.Close()
+			l, err := c.Mutex("nil-opt").TryLock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}()
+	}
+}
+
+// TestRefreshGivenUpCountsAlike: a Refresh sent to a Redis that
+// does not answer, whose caller gives up, is a failed renewal (the
+// watchdog marks it failed, Refresh returns ctx's error, the lease is
+// still held) whether the caller's ctx timed out or was cancelled; with
+// go-redis honouring ctx (ContextTimeoutEnabled), dlockotel counts both
+// in dlock.renew.failures: only an automatic renewal's context.Canceled
+// means "abandoned because the lease ended".
+func TestRefreshGivenUpCountsAlike(t *testing.T) {
+	s := newSDK(t)
+	h, err := dlockotel.NewHooks(dlockotel.WithMeterProvider(s.meters), dlockotel.WithTracerProvider(s.tracer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t)
+	c := dlock.New(srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true }), dlock.WithHooks(h))
+	defer c.Close()
+	ctx := t.Context()
+	givenUp := func(name string, rctx context.Context) {
+		l, err := c.Mutex(name, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false)).TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Pause(t)
+		err = l.Refresh(rctx, 10*time.Second)
+		eventually(t, "the renewal's span ends", func() bool { return len(s.spans.Started()) == len(s.spans.Ended()) })
+		srv.Resume(t)
+		select {
+		case <-l.Lost():
+			t.Fatalf("%s: lease lost", name)
+		default:
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("%s: Unlock after the given-up Refresh: %v (the lease was still held)", name, err)
+		}
+		var status string
+		for _, sp := range s.spans.Ended() {
+			set := attribute.NewSet(sp.Attributes()...)
+			if v, _ := set.Value("dlock.name"); sp.Name() == "dlock.renew" && v.AsString() == name {
+				status = sp.Status().Code.String()
+			}
+		}
+		t.Logf("%s: Refresh = %v; dlock.renew.failures now %q; its span's status %s", name, err, points(s.collect(t)["dlock.renew.failures"]), status)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	givenUp("timed-out", tctx)
+	cancel()
+	afterTimeout := points(s.collect(t)["dlock.renew.failures"])
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	givenUp("cancelled", cctx)
+	afterCancel := points(s.collect(t)["dlock.renew.failures"])
+	if !slices.Equal(afterTimeout, []string{"dlock.kind=mutex=1"}) || !slices.Equal(afterCancel, []string{"dlock.kind=mutex=2"}) {
+		t.Errorf("dlock.renew.failures %q after a Refresh given up by its ctx's deadline, %q after one given up by cancel; want 1 then 2", afterTimeout, afterCancel)
+	}
+}
