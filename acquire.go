@@ -223,12 +223,17 @@ func (c *Client) take(ctx context.Context, a *acquisition, block bool) (*Lease, 
 func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Lease, error) {
 	sent := time.Now()
 	r, pending, err := a.run(ctx, tok)
+	if !r.ok && r.asked != nil && !unanswered(err) {
+		// Shares a Redlock try got and could not give back (their nodes
+		// just failed to answer), refused or failed: given back in the
+		// background, not in the caller's time. (An unanswered try is
+		// given up on every node below.)
+		c.giveUpLater(a, tok, nil, 1)
+	}
 	switch {
 	case err != nil:
 		if unanswered(err) {
 			c.giveUp(ctx, a, tok, pending, false)
-		} else if r.asked != nil {
-			c.giveUpLater(a, tok, nil, 1) // shares a Redlock try could not give back
 		}
 		return nil, a.failedAfter(ctx, err, noReply(pending, nil))
 	case r.ok && a.late(sent):
@@ -236,11 +241,6 @@ func (c *Client) tryOnce(ctx context.Context, a *acquisition, tok string) (*Leas
 		return nil, a.failed(ctx, errLate)
 	case r.ok:
 		return a.grant(ctx, tok, r, sent, a.lock.cfg.ttl, false), nil
-	case r.asked != nil:
-		// A share it got and could not give back (its node just failed
-		// to answer): given back in the background, not in the caller's
-		// time.
-		c.giveUpLater(a, tok, nil, 1)
 	}
 	return nil, fmt.Errorf("%w: %s %q is not free", ErrNotAcquired, a.what, a.name)
 }

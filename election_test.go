@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -708,13 +709,7 @@ func TestObserveEndsAtCloseWhileRedisSilent(t *testing.T) {
 	if ld := observed(t, seen); ld.Term != l.Fence() {
 		t.Fatalf("observed %+v", ld)
 	}
-	srv.Pause(t)
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume(t)
-		}
-	}()
+	resume := pausedUntilEnd(t, srv)
 	time.Sleep(time.Second) // the lease's end is due: the follower reads again, and Redis does not answer
 	closed := make(chan error, 1)
 	go func() { closed <- oc.Close() }()
@@ -733,8 +728,7 @@ func TestObserveEndsAtCloseWhileRedisSilent(t *testing.T) {
 			default:
 				t.Log("Close has not returned")
 			}
-			srv.Resume(t)
-			resumed = true
+			resume()
 			t.Fatal("Observe's channel still open 10s after the Client was closed (Redis silent)")
 		}
 	}
@@ -761,13 +755,7 @@ func TestCampaignEndsAtCloseWhileRedisSilent(t *testing.T) {
 		got <- err
 	}()
 	waitQueued(t, lc.Election("silent-c"), 1)
-	srv.Pause(t)
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume(t)
-		}
-	}()
+	resume := pausedUntilEnd(t, srv)
 	time.Sleep(time.Second) // l's lease ran out: the campaigner tries, and Redis does not answer
 	go cc.Close()
 	select {
@@ -776,8 +764,17 @@ func TestCampaignEndsAtCloseWhileRedisSilent(t *testing.T) {
 			t.Errorf("Campaign on a client closed while Redis was silent = %v, want ErrInvalid", err)
 		}
 	case <-time.After(10 * time.Second):
-		srv.Resume(t)
-		resumed = true
+		resume()
 		t.Fatal("Campaign still blocked 10s after the Client was closed (Redis silent)")
 	}
+}
+
+// pausedUntilEnd pauses srv (SIGSTOP) until the test ends, or until the
+// function it returns resumes it first.
+func pausedUntilEnd(t *testing.T, srv *redistest.Server) func() {
+	srv.Pause(t)
+	var once sync.Once
+	resume := func() { once.Do(func() { srv.Resume(t) }) }
+	t.Cleanup(resume)
+	return resume
 }

@@ -842,10 +842,10 @@ func TestRedlockDuplicateMaster(t *testing.T) {
 // holds nodes 0 and 1 (node 2 lost its share: a restart without
 // persistence), then node 1 goes down. No one can take the lock until the
 // lease's share on node 0 runs out. A waiter's try is refused by node 0,
-// granted by node 2, and gets no answer from node 1 (down or resting):
-// majorityHeld sees only one of the lease's shares, so the try's
-// give-back on node 2 is announced, and wakes the waiter itself, which
-// tries again at once: a busy loop for as long as the share lasts.
+// granted by node 2, and gets no answer from node 1 (down or resting).
+// The lease may hold a majority with node 1, so the try's give-back on
+// node 2 must not be announced: it would wake the waiter itself, which
+// would try again at once, a busy loop for as long as the share lasts.
 // README: a node that is down "costs one node timeout now and then, not
 // one per try"; the give-back of a try that cannot win "would only wake
 // waiters to try again at once".

@@ -113,6 +113,11 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	sent := time.Now()
 	r, pending, err := s.a.run(ctx, s.tok)
 	s.pending, s.answered = pending, !unanswered(err)
+	if !r.ok {
+		// A Redlock try, refused or failed, may have left shares it could
+		// not give back: the lease, or the give-up, releases there.
+		s.left = either(s.left, r.asked)
+	}
 	switch {
 	case err == nil && r.ok && s.a.late(sent):
 		// Tried again at once: a try of the same token that finds the
@@ -123,7 +128,6 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		r.asked = either(r.asked, s.left)
 		return s.a.grant(ctx, s.tok, r, sent, s.a.lock.cfg.ttl, r.again), 0, nil
 	case err == nil:
-		s.left = either(s.left, r.asked)
 		s.woken, s.backoff = false, 0
 		if s.b == nil && s.a.queues() {
 			s.b = s.c.beats.join(s.a, s.tok, s.bell)
@@ -131,7 +135,6 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		next, err := s.refusal(r, sent)
 		return nil, next, err
 	case ctx.Err() == nil && transient(err):
-		s.left = either(s.left, r.asked) // a Redlock try's shares that may be left
 		s.backoff = grow(s.backoff)
 		s.trouble = err
 		s.c.log.Debug("dlock: try failed while waiting; retrying", "lock", s.a.name, "err", err, "in", s.backoff)

@@ -172,6 +172,10 @@ Flags go before NAME; everything after NAME is the command.`,
 	return cmd
 }
 
+// brokenPipes takes the SIGPIPEs that hold catches (one channel, however
+// often hold runs in a process), and drops them.
+var brokenPipes = make(chan os.Signal, 1)
+
 // count returns how many of flags are set.
 func count(flags ...bool) int {
 	n := 0
@@ -221,7 +225,7 @@ func (e *env) hold(ctx context.Context, o *holdOpts, t target, argv []string) er
 	// dlock as it writes that the lease was lost, or its last error line:
 	// caught for the rest of the process, SIGPIPE makes such writes fail
 	// instead. (The command gets the default action back.)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	signal.Notify(brokenPipes, syscall.SIGPIPE)
 
 	if t.label == "" {
 		t.label = t.what
