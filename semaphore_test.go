@@ -761,13 +761,20 @@ func TestSemaphoreSelfGrantWakesNobodyElse(t *testing.T) {
 	const rounds = 10
 	for i := range rounds {
 		name := fmt.Sprint("self-", i)
-		s := c.Semaphore(name, 2, dlock.WithTTL(600*time.Millisecond), dlock.WithAutoRefresh(false))
+		s := c.Semaphore(name, 2, dlock.WithTTL(2*time.Second), dlock.WithAutoRefresh(false))
 		mustTake(t, ctx, func(ctx context.Context) (*dlock.Lease, error) { return s.TryAcquire(ctx, 2) })
 		a := acquireAsync(t, ctx, wc.Semaphore(name, 2, dlock.WithTTL(30*time.Second), dlock.WithMetadata("self-a")), 2)
 		waitSem(t, s, "1 waiter", func(st dlock.Status) bool { return len(st.Waiters) == 1 })
 		b := acquireAsync(t, ctx, wc.Semaphore(name, 2, dlock.WithTTL(30*time.Second), dlock.WithMetadata("self-b")), 1)
 		waitSem(t, s, "2 waiters", func(st dlock.Status) bool { return len(st.Waiters) == 2 })
-		tries := wh.n.Load()
+		// The waiter behind tries again once subscribed (a release may
+		// have come before): counted from when its tries have settled.
+		tries := settled(&wh.n)
+		select {
+		case <-a:
+			t.Fatal("the first waiter took the permits before the count began: the holder's TTL is too short for this machine")
+		default:
+		}
 		la := receive(t, a, "first waiter, once the holder's lease ran out")
 		time.Sleep(200 * time.Millisecond)
 		pending(t, b, "the waiter behind")
@@ -834,4 +841,19 @@ func (h *semTries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// settled waits until n has not changed for 300ms (at most 1.5s), and
+// returns it.
+func settled(n *atomic.Int64) int64 {
+	v := n.Load()
+	for range 5 {
+		time.Sleep(300 * time.Millisecond)
+		w := n.Load()
+		if w == v {
+			return v
+		}
+		v = w
+	}
+	return v
 }
