@@ -699,7 +699,7 @@ func TestObserveEndsAtCloseWhileRedisSilent(t *testing.T) {
 	srv, ctx := serve(t)
 	rdb := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
 	oc := dlock.New(rdb)
-	defer oc.Close()
+	t.Cleanup(func() { oc.Close() }) // after pausedUntilEnd's resume
 	lc, _, _ := newClient(t, srv)
 	seen := oc.Election("silent").Observe(ctx)
 	l, err := lc.Election("silent", dlock.WithTTL(500*time.Millisecond), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "v")
@@ -743,7 +743,7 @@ func TestCampaignEndsAtCloseWhileRedisSilent(t *testing.T) {
 	srv, ctx := serve(t)
 	rdb := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
 	cc := dlock.New(rdb)
-	defer cc.Close()
+	t.Cleanup(func() { cc.Close() }) // after pausedUntilEnd's resume
 	lc, _, _ := newClient(t, srv)
 	_, err := lc.Election("silent-c", dlock.WithTTL(500*time.Millisecond), dlock.WithAutoRefresh(false)).TryCampaign(ctx, "v")
 	if err != nil {
@@ -757,7 +757,8 @@ func TestCampaignEndsAtCloseWhileRedisSilent(t *testing.T) {
 	waitQueued(t, lc.Election("silent-c"), 1)
 	resume := pausedUntilEnd(t, srv)
 	time.Sleep(time.Second) // l's lease ran out: the campaigner tries, and Redis does not answer
-	go cc.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- cc.Close() }()
 	select {
 	case err := <-got:
 		if !errors.Is(err, dlock.ErrInvalid) {
@@ -766,6 +767,12 @@ func TestCampaignEndsAtCloseWhileRedisSilent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		resume()
 		t.Fatal("Campaign still blocked 10s after the Client was closed (Redis silent)")
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		resume()
+		t.Fatal("Close still blocked 10s after Campaign returned (Redis silent)")
 	}
 }
 

@@ -47,6 +47,11 @@ const (
 	// linger keeps a channel subscribed after its last waiter left, so a
 	// lock under steady contention does not pay a subscribe per waiter.
 	linger = 5 * time.Second
+	// closeWait bounds how long Close waits for the connections to close
+	// and the receive loops to end. A command may be waiting for a Redis
+	// that does not answer, on a client with no read timeout: go-redis
+	// heeds no ctx then, and only Redis' answer ends the wait.
+	closeWait = time.Second
 )
 
 // Hub is a shared subscription for all waiters of one Client.
@@ -57,7 +62,7 @@ type Hub struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the receive loops, and Close's shard closers
 
 	mu     sync.Mutex
 	shards map[string]*shard   // by master address; "" when not a cluster
@@ -403,7 +408,10 @@ func (w *Waiter) Close() {
 }
 
 // Close ends every subscription and makes later Subscribe calls fail.
-// Waiters still registered have their bell rung, and see Closed.
+// Waiters still registered have their bell rung, and see Closed. It
+// returns once the connections are closed and the receive loops ended, or
+// after closeWait: a command still waiting for Redis then finishes in the
+// background, and its connection is closed after it.
 func (h *Hub) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -423,16 +431,36 @@ func (h *Hub) Close() error {
 	h.mu.Unlock()
 
 	h.cancel()
-	var errs []error
+	// Each shard's connection is closed after the command under way on it
+	// (see cmdMu), all in parallel: no shard waits for another's Redis.
+	errs := make(chan error, len(shards))
 	for _, sh := range shards {
-		sh.cmdMu.Lock()
-		if err := sh.ps.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		sh.cmdMu.Unlock()
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			sh.cmdMu.Lock()
+			defer sh.cmdMu.Unlock()
+			errs <- sh.ps.Close()
+		}()
 	}
-	h.wg.Wait()
-	return errors.Join(errs...)
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		return nil
+	}
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 // shardAddr returns the address of the node that serves channel on a

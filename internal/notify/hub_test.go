@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -561,6 +562,114 @@ func TestCloseUnusedHub(t *testing.T) {
 	if _, err := h.Subscribe(ctxT(t, time.Second), "release:1", "", nil); !errors.Is(err, notify.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
 	}
+}
+
+// silentClient returns a client to srv with no read timeout, so that it
+// waits for a reply for as long as Redis does not answer (go-redis heeds
+// no ctx then), and a bell (capacity one) rung whenever it opens a
+// connection.
+func silentClient(t *testing.T, srv *redistest.Server) (*redis.Client, chan struct{}) {
+	t.Helper()
+	dialed := make(chan struct{}, 1)
+	rdb := srv.Client(t, func(o *redis.Options) {
+		o.ReadTimeout = -1
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cn, err := new(net.Dialer).DialContext(ctx, network, addr)
+			if err == nil {
+				notify.Ring(dialed)
+			}
+			return cn, err
+		}
+	})
+	return rdb, dialed
+}
+
+// closeWithin closes hub and fails t if that takes longer than d. Redis,
+// paused, is resumed then, so that the test can end.
+func closeWithin(t *testing.T, srv *redistest.Server, hub *notify.Hub, d time.Duration) {
+	t.Helper()
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() {
+		_ = hub.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Logf("Close returned after %v", time.Since(start))
+	case <-time.After(d):
+		srv.Resume(t)
+		t.Fatalf("hub.Close still blocked %v after it was called, Redis silent", d)
+	}
+}
+
+// Close returns while a Subscribe waits for Redis to answer the handshake
+// of the subscription connection it opened, on a client with no read
+// timeout: nothing but Redis' answer ends that wait, and it holds the
+// shard's command lock. The Subscribe ends once Redis answers, and the
+// connection is closed then, leaving nothing behind.
+func TestCloseWhileSubscribeWaitsForSilentRedis(t *testing.T) {
+	// Not parallel, so that goleak sees only this test's goroutines.
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	srv := redistest.Start(t)
+	rdb, dialed := silentClient(t, srv)
+	pub := srv.Client(t)
+	hub := notify.New(rdb, slog.New(slog.DiscardHandler))
+	srv.Pause(t)
+	subscribed := make(chan error, 1)
+	go func() {
+		w, err := hub.Subscribe(context.Background(), "release:silent", "", nil)
+		if err == nil {
+			w.Close()
+		}
+		subscribed <- err
+	}()
+	select {
+	case <-dialed: // its HELLO waits for Redis, under the command lock
+	case <-time.After(5 * time.Second):
+		srv.Resume(t)
+		t.Fatal("Subscribe opened no connection")
+	}
+	closeWithin(t, srv, hub, 10*time.Second)
+	srv.Resume(t)
+	select {
+	case err := <-subscribed:
+		if !errors.Is(err, notify.ErrClosed) {
+			t.Errorf("Subscribe during Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Subscribe still blocked 5s after Redis answered again")
+	}
+	e := &env{srv: srv, pub: pub}
+	if !eventually(2*time.Second, func() bool { return e.pubsubConns(t) == 0 }) {
+		t.Errorf("%d pub/sub connections after Close, want 0", e.pubsubConns(t))
+	}
+}
+
+// Close returns while the receive loop waits for Redis to answer the
+// handshake of the connection it opened in place of one that fell silent,
+// on a client with no read timeout.
+func TestCloseWhileReconnectWaitsForSilentRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb, dialed := silentClient(t, srv)
+	hub := notify.New(rdb, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { _ = hub.Close() })
+	w, err := hub.Subscribe(ctxT(t, 5*time.Second), "release:silent", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	<-dialed // the connection it subscribed on
+	srv.Pause(t)
+	select {
+	case <-dialed: // silent for two idle checks: the loop reconnects
+	case <-time.After(15 * time.Second):
+		srv.Resume(t)
+		t.Fatal("the receive loop opened no new connection while Redis was silent")
+	}
+	closeWithin(t, srv, hub, 10*time.Second)
+	srv.Resume(t)
 }
 
 // After its last waiter leaves, a channel stays subscribed for the linger
