@@ -123,7 +123,12 @@ var (
 // taken, so a try sent again after a lost reply is harmless.
 func (a *acquisition) try(ctx context.Context, tok string) (attempt, error) {
 	if q, ok := a.by.(queuer); ok {
-		return q.parseTry(q.tryScript(a, tok, a.join).run(ctx, a.lock.c.rdb).Result())
+		call := q.tryScript(a, tok, a.join)
+		cmd := call.run(ctx, a.lock.c.rdb)
+		if c, ok := a.by.(converter); ok && c.converted(ctx, cmd.Err()) {
+			cmd = call.run(ctx, a.lock.c.rdb)
+		}
+		return q.parseTry(cmd.Result())
 	}
 	return a.by.(tryer).tryAlone(ctx, a, tok)
 }

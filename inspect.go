@@ -247,24 +247,21 @@ func (s *MutexSet) ForceRelease(ctx context.Context, member string) (MemberStatu
 
 // releaseHolder releases the lease seen holding ms.Name, with ms.Fence,
 // and reports whether it did: not when the member has changed hands
-// since. The holder's token is read first and the member's last fence
-// after it: a fence still the one seen means no lease was granted the
-// member since it was seen, so the token read was the seen holder's
-// (whose release then takes nothing from anyone else).
+// since. Its record (see lua/lib/set.lua) names the token and fence of
+// the member's last lease: a fence still the one seen means no lease was
+// granted the member since it was seen, so the token read was the seen
+// holder's (whose release then takes nothing from anyone else).
 func (s *MutexSet) releaseHolder(ctx context.Context, ms MemberStatus) (bool, error) {
-	tok, err := s.c.rdb.HGet(ctx, s.keys.Part("owner"), ms.Name).Result()
+	r, err := s.c.rdb.HGet(ctx, s.keys.Part("held"), setField(ms.Name)).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	fence, err := s.c.rdb.HGet(ctx, s.keys.Part("fences"), ms.Name).Uint64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, err
-	}
-	if fence != ms.Fence {
+	f := strings.Fields(r)
+	if len(f) < 3 || f[2] != strconv.FormatUint(ms.Fence, 10) {
 		return false, nil
 	}
-	return setMember{s, ms.Name}.release(ctx, tok)
+	return setMember{s, ms.Name}.release(ctx, f[0])
 }

@@ -179,7 +179,7 @@ func TestForceReleaseSparesNewHolder(t *testing.T) {
 	first := mustTake(t, ctx, pool.Acquire)
 	var second *dlock.Lease
 	h.match = func(cmd redis.Cmder) bool {
-		return cmd.Name() == "hget" && strings.HasSuffix(fmt.Sprint(cmd.Args()[1]), ":owner")
+		return cmd.Name() == "hget" && strings.HasSuffix(fmt.Sprint(cmd.Args()[1]), ":held")
 	}
 	h.act = delayedBy(func() {
 		if err := first.Unlock(ctx); err != nil {

@@ -2,11 +2,14 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-dlock/dlock/internal/keys"
 )
@@ -34,9 +37,11 @@ const setBatch = 1000
 // whose lease expires is free again at once.
 //
 // Cost: acquiring any member, releasing, renewing and Status are O(log n)
-// in the set's size (one Lua script each, one round trip), plus O(k) for
-// the k expired leases an acquire clears on the way (at most 100 per
-// call), and with waiters O(w) for the first w (at most 100) looked at.
+// in the set's size (one Lua script each, one round trip), and with
+// waiters O(w) for the first w (at most 100) looked at. A lease that
+// runs out frees its member with no step to reclaim it. The first call
+// on a set an older dlock kept converts it, in O(n) (see README, "How it
+// works").
 //
 // Waiting: callers that wait queue in Redis in arrival order, each for
 // the member it names or for any, and a release (or an Add) hands the
@@ -76,9 +81,60 @@ func (c *Client) MutexSet(name string, opts ...LockOption) *MutexSet {
 	return &MutexSet{newLock(c, kindSet, name, opts, setParts...)}
 }
 
-// setParts are the keys of a MutexSet besides its members, in the order
-// of its scripts' KEYS: see lua/lib/set.lua.
-var setParts = []string{"free", "held", "owner", "leases", "meta", "since", "fences", "removing", "last", "queue", "alive", "wmeta"}
+// setParts are the keys of a MutexSet besides its pool, in the order of
+// its scripts' KEYS: see lua/lib/set.lua.
+var setParts = []string{"held", "removing", "last", "queue", "alive", "wmeta"}
+
+// oldSetParts are the keys of a MutexSet in the layout of an older dlock
+// that this one's lacks, in the order set_convert (lua/lib/set.lua) reads
+// them after setParts.
+var oldSetParts = []string{"free", "owner", "leases", "meta", "since", "fences"}
+
+// layoutKeys are the KEYS of the scripts that convert a set in the older
+// layout (setConvert, setAdd, setRemove): the set's and, on a Cluster,
+// the older layout's other keys after them.
+func (s *MutexSet) layoutKeys() []string {
+	if len(s.kl) == 1 {
+		return s.kl
+	}
+	out := slices.Clip(s.kl)
+	for _, p := range oldSetParts {
+		out = append(out, s.keys.Part(p))
+	}
+	return out
+}
+
+// converter is a primitive whose Redis layout changed: converted reports
+// whether err says a script met the older layout, and if so converts it,
+// so that the script may run again.
+type converter interface {
+	converted(ctx context.Context, err error) bool
+}
+
+// converted converts the set when err is Redis' WRONGTYPE, which a set
+// script meets at its first read on a set in the older layout, before
+// it writes anything (see lua/lib/set.lua), and reports whether it did.
+func (s *MutexSet) converted(ctx context.Context, err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) || !strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		return false
+	}
+	return setConvert.Run(ctx, s.c.rdb, s.layoutKeys()).Err() == nil
+}
+
+// runSet is run for a set script, run again once the set is converted
+// when it met the older layout (see converted); with once, as runOnce.
+func (s *MutexSet) runSet(ctx context.Context, once bool, sc *redis.Script, args ...any) *redis.Cmd {
+	run := s.run
+	if once {
+		run = s.runOnce
+	}
+	cmd := run(ctx, sc, args...)
+	if s.converted(ctx, cmd.Err()) {
+		cmd = run(ctx, sc, args...)
+	}
+	return cmd
+}
 
 // Add puts members into the set, free and never used, and wakes waiters
 // for them. It is idempotent: a member already in the set keeps its state
@@ -98,7 +154,7 @@ func (s *MutexSet) Add(ctx context.Context, members ...string) error {
 		for _, m := range batch {
 			args = append(args, m)
 		}
-		if _, err := s.eval(ctx, "add to", setAdd, args...); err != nil {
+		if err := s.evalLayout(ctx, "add to", setAdd, args...); err != nil {
 			return err
 		}
 	}
@@ -127,11 +183,31 @@ func (s *MutexSet) Remove(ctx context.Context, members ...string) error {
 		for i, m := range batch {
 			args[i] = m
 		}
-		if _, err := s.eval(ctx, "remove from", setRemove, args...); err != nil {
+		if err := s.evalLayout(ctx, "remove from", setRemove, args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// evalLayout runs a script that converts a set in the older layout first
+// (see layoutKeys) for a public call that does op, as eval does.
+func (s *MutexSet) evalLayout(ctx context.Context, op string, sc *redis.Script, args ...any) error {
+	_, err := eval(ctx, s.c, sc, (*redis.Cmd).Result, s.layoutKeys(), args...)
+	if err != nil {
+		return s.fail(op, err)
+	}
+	return nil
+}
+
+// evalSet is evalSlice for a script that may meet the older layout: it
+// runs again once the set is converted (see converted).
+func (s *MutexSet) evalSet(ctx context.Context, op string, sc *redis.Script, n int, args ...any) ([]any, error) {
+	v, err := s.evalSlice(ctx, op, sc, n, args...)
+	if s.converted(ctx, err) {
+		v, err = s.evalSlice(ctx, op, sc, n, args...)
+	}
+	return v, err
 }
 
 // TryAcquire takes the least recently used free member, in one round
@@ -189,15 +265,15 @@ func (s *MutexSet) Do(ctx context.Context, fn func(ctx context.Context, member s
 }
 
 // Members lists every member in byte order of their names, with its
-// holder if held. It reads a thousand members per round trip, each page
-// at one moment: a member added or removed during the listing may or may
-// not appear, and one that changes hands shows as it was when its page
-// was read. It costs O(n) in the set's size; Status is O(log n).
+// holder if held. It reads about a thousand members per round trip, each
+// page at one moment: a member added or removed during the listing may or
+// may not appear, and one that changes hands shows as it was when its
+// page was read. It costs O(n) in the set's size; Status is O(log n).
 func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 	var out []MemberStatus
-	after := ""
+	cursor := "0"
 	for {
-		v, err := s.evalSlice(ctx, "members of", setMembers, 2, after, setBatch)
+		v, err := s.evalSet(ctx, "members of", setMembers, 2, cursor, setBatch)
 		if err != nil {
 			return nil, err
 		}
@@ -206,11 +282,15 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 			return nil, s.fail("members of", err)
 		}
 		out = append(out, page...)
-		if next == "" {
-			return out, nil
+		if next == "0" {
+			break
 		}
-		after = next
+		cursor = next
 	}
+	// Pages come in the pool's order, and may repeat a member: the first
+	// read of each stays.
+	slices.SortStableFunc(out, func(a, b MemberStatus) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b MemberStatus) bool { return a.Name == b.Name }), nil
 }
 
 // Status summarises the set in one round trip, in O(log n): Kind "set";
@@ -221,7 +301,7 @@ func (s *MutexSet) Members(ctx context.Context) ([]MemberStatus, error) {
 // in the set; Waiters are the callers queued for a member, first first.
 // Metadata and Since stay empty: Members lists the holders.
 func (s *MutexSet) Status(ctx context.Context) (Status, error) {
-	v, err := s.evalSlice(ctx, "status of", setStatus, 5)
+	v, err := s.evalSet(ctx, "status of", setStatus, 5)
 	if err != nil {
 		return Status{}, err
 	}
@@ -262,9 +342,12 @@ func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 }
 
 func (s *MutexSet) tryScript(a *acquisition, tok string, join int) scriptCall {
-	args := []any{tok, millis(s.cfg.ttl), a.member, join, millis(queueLiveness), mutexArgs.starve}
-	if s.cfg.metadata != "" {
-		args = append(args, s.cfg.metadata) // last, sent only when there is some
+	args := []any{tok, millis(s.cfg.ttl), mutexArgs.try[join]}
+	if s.cfg.metadata != "" || a.member != "" {
+		args = append(args, s.cfg.metadata) // sent only when there is some, or a member after it
+	}
+	if a.member != "" {
+		args = append(args, a.member)
 	}
 	return scriptCall{setAcquire, s.kl, args}
 }
@@ -276,7 +359,7 @@ func (s *MutexSet) parseTry(reply any, err error) (attempt, error) {
 func (s *MutexSet) granted(_ *acquisition, r attempt) leaseOps { return setMember{s, r.member} }
 
 func (s *MutexSet) leave(ctx context.Context, _ *acquisition, tok string) error {
-	return s.run(ctx, setLeave, tok, s.wakeArg(mutexArgs.starve)).Err()
+	return s.runSet(ctx, false, setLeave, tok, s.wakeArg(mutexArgs.starve)).Err()
 }
 
 // named describes taking member by name: a bad name is the call's error.
@@ -325,7 +408,8 @@ func splitSetWaiter(e string) (member, meta string) {
 	return rest[:k], rest[k:]
 }
 
-// parseMembers reads set_members' reply: {next, flat list of 7 per member}.
+// parseMembers reads set_members' reply: {next cursor, flat list of 7 per
+// member}.
 func parseMembers(v []any) ([]MemberStatus, string, error) {
 	if len(v) < 2 {
 		return nil, "", fmt.Errorf("%w %v", errBadReply, v)
@@ -375,6 +459,16 @@ func (s *MutexSet) checkMember(member string) error {
 	return nil
 }
 
+// setField is member's field in a set's records (set_field in
+// lua/lib/set.lua): its name, or a zero byte and the name for a name that
+// starts with one.
+func setField(member string) string {
+	if member[0] == 0 {
+		return "\x00" + member
+	}
+	return member
+}
+
 // setMember carries the lease operations of one member.
 type setMember struct {
 	s      *MutexSet
@@ -393,9 +487,13 @@ func (m setMember) refresh(ctx context.Context, tok string, ttl time.Duration) (
 // take it (set_release.lua), once (see once). Members barge as a Mutex
 // does (mutexStarve).
 func (m setMember) release(ctx context.Context, tok string) (bool, error) {
-	return m.s.runOnce(ctx, setRelease, tok, m.member, m.s.wakeArg(mutexArgs.starve)).Bool()
+	args := []any{tok, setField(m.member), m.s.wakeArg(mutexArgs.starve)}
+	if m.member[0] == 0 {
+		args = append(args, m.member) // its field is not its name
+	}
+	return m.s.runSet(ctx, true, setRelease, args...).Bool()
 }
 
 func (m setMember) held(ctx context.Context, tok string) (bool, error) {
-	return m.s.run(ctx, setHeld, tok, m.member).Bool()
+	return m.s.runSet(ctx, false, setHeld, tok, m.member).Bool()
 }

@@ -447,11 +447,11 @@ func TestSetHandOverWritesOverTheLeaseLetGo(t *testing.T) {
 		if len(ms) != 1 || !ms[0].Held || ms[0].Metadata != meta || ms[0].Fence != l.Fence() || ms[0].Since.Before(since.Add(-time.Second)) {
 			t.Errorf("Members = %+v, want m held with metadata %q and fence %d since %v", ms, meta, l.Fence(), since)
 		}
-		if n := rdb.HLen(ctx, key.Part("leases")).Val(); n != 1 {
+		if n := setTokens(t, rdb, key); n != 1 {
 			t.Errorf("%d leases recorded, want the holder's alone", n)
 		}
-		if n := rdb.ZCard(ctx, key.Part("free")).Val(); n != 0 {
-			t.Errorf("%d free members while m is held", n)
+		if n := rdb.ZCard(ctx, key.Key()).Val(); n != 1 {
+			t.Errorf("%d members in the pool while m is held, want 1", n)
 		}
 	}
 	for _, meta := range []string{"", "new"} {
@@ -489,11 +489,11 @@ func TestSetHandOverWritesOverTheLeaseLetGo(t *testing.T) {
 		}
 		check(l, meta, released)
 		mustUnlock(t, l)
-		if n := rdb.HLen(ctx, key.Part("leases")).Val(); n != 0 {
+		if n := setTokens(t, rdb, key); n != 0 {
 			t.Errorf("%d leases recorded once all are released", n)
 		}
-		if free := rdb.ZRange(ctx, key.Part("free"), 0, -1).Val(); !slices.Equal(free, []string{"m"}) {
-			t.Errorf("free members %v once released, want [m]", free)
+		if st, err := hs.Status(ctx); err != nil || st.Members != 1 || st.Free != 1 {
+			t.Errorf("Status once released = %+v, %v; want m free", st, err)
 		}
 	}
 }
@@ -699,7 +699,7 @@ func TestSetRemove(t *testing.T) {
 	// fences (stepped back): the set's highest fence outlives it while it
 	// is ahead of the clock, a minute more, and no longer.
 	ahead := time.Now().Add(time.Hour).UnixMicro()
-	if err := rdb.HSet(ctx, "dlock:{shrink}:set:fences", "c", ahead).Err(); err != nil {
+	if err := rdb.Set(ctx, "dlock:{shrink}:set:last", ahead, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	lc4 := mustAcquireMember(t, s, "c")
@@ -1427,4 +1427,177 @@ func TestSetNoBargingPastHundredWaiters(t *testing.T) {
 	}
 	cancel()
 	mustUnlock(t, ha)
+}
+
+// setTokens counts the tokens a set's records index (see lua/lib/set.lua):
+// one for each lease released by no one yet.
+func setTokens(t *testing.T, rdb redis.UniversalClient, key keys.Lock) int {
+	t.Helper()
+	fields, err := rdb.HKeys(t.Context(), key.Part("held")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fields {
+		if strings.HasPrefix(f, "\x00") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSetConvertsOlderLayout: a set an older dlock kept in eleven keys
+// (":held" a zset of expiries among them) is converted at the first call
+// that meets it: leases carried over with their holders, metadata,
+// fences and expiries, free members in their order of last use, a member
+// removed while held still leaving with its lease, fences rising above
+// the old ones, and no key of the older layout left.
+func TestSetConvertsOlderLayout(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t)
+	c, _, _ := newClient(t, srv)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "old")
+	now := time.Now()
+	later := now.Add(time.Minute).UnixMilli()
+	since := now.Add(-time.Second).UnixMilli()
+	old := func() {
+		t.Helper()
+		p := rdb.TxPipeline()
+		p.FlushAll(ctx)
+		for _, m := range []string{"a", "b", "c", "d", "e"} {
+			p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
+		}
+		p.ZAdd(ctx, key.Part("held"), redis.Z{Member: "a", Score: float64(later)}, redis.Z{Member: "d", Score: float64(later)})
+		p.HSet(ctx, key.Part("owner"), "a", "toka", "d", "tokd")
+		p.HSet(ctx, key.Part("leases"), "toka", "a", "tokd", "d")
+		p.HSet(ctx, key.Part("meta"), "a", "meta of a")
+		p.HSet(ctx, key.Part("since"), "a", since, "d", since)
+		p.HSet(ctx, key.Part("fences"), "a", 100, "b", 50, "d", 120)
+		p.SAdd(ctx, key.Part("removing"), "d")
+		// c never used, then e and b used in that order.
+		p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "e", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
+			redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
+		p.Set(ctx, key.Part("last"), 200, 0)
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := c.MutexSet("old", dlock.WithTTL(time.Minute))
+	old()
+	var took []string
+	for range 3 {
+		l, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("TryAcquire on the older layout: %v", err)
+		}
+		if l.Fence() <= 200 {
+			t.Errorf("fence %d, not above the older layout's 200", l.Fence())
+		}
+		took = append(took, l.Name())
+	}
+	if !slices.Equal(took, []string{"c", "e", "b"}) {
+		t.Errorf("TryAcquire took %v; want [c e b]: never used, then least recently used", took)
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryAcquire with a and d held by older leases: %v; want ErrNotAcquired", err)
+	}
+	if _, err := s.TryAcquireMember(ctx, "d"); !errors.Is(err, dlock.ErrNoMember) {
+		t.Errorf("TryAcquireMember(d), removed while held: %v; want ErrNoMember", err)
+	}
+	ms, err := s.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 5 || ms[0].Name != "a" || !ms[0].Held || ms[0].Metadata != "meta of a" || ms[0].Fence != 100 ||
+		ms[0].Since.UnixMilli() != since || ms[0].TTL < 50*time.Second || !ms[3].Held || !ms[3].Removing || ms[3].Fence != 120 {
+		t.Errorf("Members after the conversion = %+v", ms)
+	}
+	ks, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ks)
+	if want := []string{key.Key(), key.Part("held"), key.Part("last"), key.Part("removing")}; !slices.Equal(ks, want) {
+		t.Errorf("keys after the conversion: %q; want %q", ks, want)
+	}
+
+	// Every other call converts too: Status, and Add of a set whose
+	// members are all free (no ":held" zset), which leaves the older
+	// layout's keys until a conversion deletes them.
+	old()
+	if st, err := s.Status(ctx); err != nil || st.Members != 5 || st.Free != 3 || st.Fence != 200 {
+		t.Errorf("Status of the older layout = %+v, %v; want 5 members (d until its lease ends), 3 free", st, err)
+	}
+	old()
+	if err := rdb.Del(ctx, key.Part("held"), key.Part("owner"), key.Part("leases"), key.Part("removing")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, key.Part("free"), key.Part("fences"), key.Part("meta"), key.Part("since")).Val(); n != 0 {
+		t.Errorf("%d keys of the older layout left after Add", n)
+	}
+	if l, err := s.TryAcquireMember(ctx, "b"); err != nil || l.Fence() <= 200 {
+		t.Errorf("TryAcquireMember(b) = %v; want a fence above 200", err)
+	}
+}
+
+// TestSetLeavesNoTokenBehind: the records index each lease's token (see
+// lua/lib/set.lua) only until it is released, or its member is taken
+// again or leaves the set after the lease ran out: no entry outlives
+// them, whichever way a lease ends.
+func TestSetLeavesNoTokenBehind(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t)
+	c, _, _ := newClient(t, srv)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "tokens")
+	s := c.MutexSet("tokens", dlock.WithTTL(time.Minute))
+	short := c.MutexSet("tokens", dlock.WithTTL(30*time.Millisecond), dlock.WithAutoRefresh(false))
+	if err := s.Add(ctx, "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	want := func(n int, when string) {
+		t.Helper()
+		if got := setTokens(t, rdb, key); got != n {
+			t.Errorf("%d tokens indexed %s; want %d", got, when, n)
+		}
+	}
+	// Released while being removed.
+	la := mustAcquireMember(t, s, "a")
+	if err := s.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	want(1, "while a is held")
+	mustUnlock(t, la)
+	want(0, "once a, being removed, was released")
+	// Ran out while being removed, then found by TryAcquireMember.
+	lb, err := short.TryAcquireMember(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	<-lb.Lost()
+	time.Sleep(50 * time.Millisecond) // Lost comes before Redis' end of the lease
+	if _, err := s.TryAcquireMember(ctx, "b"); !errors.Is(err, dlock.ErrNoMember) {
+		t.Errorf("TryAcquireMember(b) after its removal's lease ran out: %v; want ErrNoMember", err)
+	}
+	want(0, "once b, being removed, ran out and was looked for")
+	// Ran out, then taken again.
+	lc, err := short.TryAcquireMember(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-lc.Lost()
+	time.Sleep(50 * time.Millisecond)
+	want(1, "after c's lease ran out unreleased")
+	lc2 := mustAcquireMember(t, s, "c")
+	want(1, "once c was taken again")
+	mustUnlock(t, lc2)
+	want(0, "at the end")
+	if ms, err := s.Members(ctx); err != nil || len(ms) != 1 || ms[0].Name != "c" || ms[0].Held {
+		t.Errorf("Members = %+v, %v; want c alone, free", ms, err)
+	}
 }

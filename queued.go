@@ -56,7 +56,7 @@ func (c *Client) queued(k kind, name string, opts []LockOption) *queued {
 // mode (joinNever, joinQueue).
 type queueArgs struct {
 	starve string
-	try    [2]string
+	try    [3]string // and joinBeat's, for a MutexSet (set_acquire.lua)
 }
 
 // mutexArgs are a Mutex's (starve_us mutexStarve), fairArgs the other

@@ -44,10 +44,11 @@ var (
 	redlockRelease = lua.MustLoad("redlock_release.lua")
 	redlockStatus  = lua.MustLoad("redlock_status.lua")
 
-	setAdd     = loadNaming("set_add.lua", setParts)
-	setRemove  = loadNaming("set_remove.lua", setParts)
-	setAcquire = loadNaming("set_acquire.lua", setParts)
-	setRelease = loadNaming("set_release.lua", setParts)
+	setAdd     = loadNaming("set_add.lua", append(setParts, oldSetParts...))
+	setRemove  = loadNaming("set_remove.lua", append(setParts, oldSetParts...))
+	setConvert = loadNaming("set_convert.lua", append(setParts, oldSetParts...))
+	setAcquire = loadLazyNaming("set_acquire.lua", setParts)
+	setRelease = loadLazyNaming("set_release.lua", setParts)
 	setLeave   = loadNaming("set_leave.lua", setParts)
 	setRefresh = loadNaming("set_refresh.lua", setParts)
 	setHeld    = loadNaming("set_held.lua", setParts)
@@ -77,15 +78,40 @@ var (
 // scripts, on the hottest path, name only the keys each of their paths
 // reads, where it reads them (see TestScriptsNameTheKeysTheyAreNotSent).
 func loadNaming(name string, parts []string) *redis.Script {
-	src, err := lua.Source(name)
-	if err != nil {
-		panic(err)
+	return redis.NewScript("local KEYS = KEYS\n" + namingKeys(parts) + source(name))
+}
+
+// loadLazyNaming is loadNaming for a script whose common path names the
+// few keys it reads itself (KEYS[i] or the main key and ':part'): the
+// naming of them all stands where the script has a line that reads
+// exactly "name_keys()", which must be at its top level, and not in a
+// function, which would cost each run a closure.
+func loadLazyNaming(name string, parts []string) *redis.Script {
+	src := source(name)
+	const mark = "\nname_keys()\n"
+	if strings.Count(src, mark) != 1 {
+		panic("dlock: " + name + " has no name_keys() line, or more than one")
 	}
+	return redis.NewScript("local KEYS = KEYS\n" + strings.Replace(src, mark, "\n"+namingKeys(parts), 1))
+}
+
+// namingKeys is the Lua that names every key from the main key when
+// KEYS holds that one alone.
+func namingKeys(parts []string) string {
 	var b strings.Builder
-	b.WriteString("local KEYS = KEYS\nif not KEYS[2] then\n  local main = KEYS[1]\n  KEYS = {main")
+	b.WriteString("if not KEYS[2] then\n  local main = KEYS[1]\n  KEYS = {main")
 	for _, p := range parts {
 		fmt.Fprintf(&b, ", main .. ':%s'", p)
 	}
 	b.WriteString("}\nend\n")
-	return redis.NewScript(b.String() + src)
+	return b.String()
+}
+
+// source is the script called name, with its helpers.
+func source(name string) string {
+	src, err := lua.Source(name)
+	if err != nil {
+		panic(err)
+	}
+	return src
 }

@@ -15,8 +15,9 @@
  *                           what its token holds let go; if it was first,
  *                           the least recently used free member handed on
  *   lua/set_refresh.lua     a renewal
- *   lua/lib/set.lua         set_reclaim (expired leases freed lazily, by
- *                           the next try), set_vacate (the LRU order),
+ *   lua/lib/set.lua         set_live (a lease that ran out leaves its
+ *                           member free at once, its expiry its time of
+ *                           last use: the LRU order), set_claim,
  *                           set_grant, set_first_for (the first live
  *                           waiter for the member or for any), set_hand_over
  *                           (the member to that waiter, or while it has
@@ -87,11 +88,13 @@
 mtype = { wake, grant };
 
 /* Redis */
-byte owner[M + 1];      /* owner and leases: the holder's token; 0: free */
-byte ttl[M + 1];        /* the held zset: its lease's time left; 0 with an
-                           owner: expired, not yet reclaimed */
-byte lru = 1;           /* the free zset's order: the member whose last
-                           use ended first (never used: in name order) */
+byte owner[M + 1];      /* the held hash: the token of the member's last
+                           lease, and its entry; 0: none */
+byte ttl[M + 1];        /* the pool: its lease's time left; 0 with an
+                           owner: ran out, and the member is free */
+byte lru = 1;           /* the pool's order among free members: the one
+                           whose last use ended first (never used: in
+                           name order) */
 byte q[NT];             /* the queue in arrival order, 0-terminated */
 byte alive[NT];         /* a token's liveness left; 0: past its deadline */
 byte age[NT];           /* a token's barging window left */
@@ -132,8 +135,9 @@ byte en[N];             /* since the renewal in flight was sent */
 #endif
 
 /* The clock: one tick (see TICK in world.pml). A lease's expiry frees
-   nothing in Redis until a try reclaims it (set_reclaim), but fixes the
-   member's time of last use (its expiry). */
+   its member (set_live: the pool score is the expiry) and fixes its time
+   of last use; its entries stay until the member is taken again, or let
+   go by its token. */
 active proctype clock() {
   byte k;
   do
@@ -217,19 +221,23 @@ inline publish(msg, t, m) {
   fi
 }
 
+/* isFree tells whether member m is free: never held, let go, or its
+   lease ran out (set_live). */
+#define isFree(m) (owner[m] == 0 || ttl[m] == 0)
+
 /* lruFree sets m to the least recently used free member, 0 if none
-   (ZRANGE free 0 0); an expired lease not yet reclaimed is not free. */
+   (ZRANGE pool 0 9, the free members first). */
 inline lruFree(m) {
   if
-  :: owner[1] == 0 && owner[2] == 0 -> m = lru
-  :: owner[1] == 0 && owner[2] != 0 -> m = 1
-  :: owner[1] != 0 && owner[2] == 0 -> m = 2
+  :: isFree(1) && isFree(2) -> m = lru
+  :: isFree(1) && !isFree(2) -> m = 1
+  :: !isFree(1) && isFree(2) -> m = 2
   :: else -> m = 0
   fi
 }
 
-/* mineOf sets m to the member t holds, expired or not (HGET leases), 0
-   if none. */
+/* mineOf sets m to the member t holds, expired or not (HGET held with
+   the token's entry), 0 if none. */
 inline mineOf(t, m) {
   if
   :: owner[1] == t -> m = 1
@@ -238,17 +246,11 @@ inline mineOf(t, m) {
   fi
 }
 
-/* vacate ends member m's lease (set_vacate): a live one is used until
-   now, an expired one was scored at its expiry. */
+/* vacate ends member m's lease (set_let_go's ZADD LT and HDEL): a live
+   one is used until now, an expired one was scored at its expiry. */
 inline vacate(m) {
   if :: ttl[m] > 0 -> scored(m) :: else fi;
   owner[m] = 0; ttl[m] = 0
-}
-
-/* reclaim frees the members whose lease expired (set_reclaim). */
-inline reclaim() {
-  if :: owner[1] != 0 && ttl[1] == 0 -> vacate(1) :: else fi;
-  if :: owner[2] != 0 && ttl[2] == 0 -> vacate(2) :: else fi
 }
 
 /* handOver gives member m, free now, to the first live waiter that
@@ -354,8 +356,8 @@ inline anyBehind(m, t, bt) {
   firstFor(m, t, 0, head);
   if
   :: mayTake(head) -> take(m, t, bt, 0)
-  :: !mayTake(head) && owner[other(m)] != 0 -> refuse(t, bt, alive[head])
-  :: !mayTake(head) && owner[other(m)] == 0 ->
+  :: !mayTake(head) && !isFree(other(m)) -> refuse(t, bt, alive[head])
+  :: !mayTake(head) && isFree(other(m)) ->
      firstFor(other(m), t, head, kept);
      if
      :: mayTake(kept) -> take(other(m), t, bt, head)
@@ -371,8 +373,11 @@ inline anyBehind(m, t, bt) {
    and got, the member taken, or the wait and kill of a refusal. */
 inline setAcquire(t, bt) {
   ok = 0; got = 0;
-  reclaim();
   mineOf(t, m);
+  if                                        /* its lease ran out unseen: */
+  :: m != 0 && ttl[m] == 0 -> vacate(m); m = 0  /* the entry dropped */
+  :: else
+  fi;
   if
   :: m != 0 && bt -> ok = 1                 /* handed to the waiter */
   :: m != 0 && !bt ->                       /* a try sent again: GT */
@@ -384,7 +389,7 @@ inline setAcquire(t, bt) {
      :: ask[i] != 0 ->                      /* the member named */
         m = ask[i];
         if
-        :: owner[m] != 0 -> refuse(t, bt, ttl[m])
+        :: !isFree(m) -> refuse(t, bt, ttl[m])
         :: else -> behind(m, t, bt)
         fi
      :: ask[i] == 0 ->                      /* any member */
