@@ -1601,3 +1601,160 @@ func TestSetLeavesNoTokenBehind(t *testing.T) {
 		t.Errorf("Members = %+v, %v; want c alone, free", ms, err)
 	}
 }
+
+// TestSetConvertKeepsNewLeases: a set an older dlock left at rest has no
+// ":held" key (no member held), so a newer client's scripts meet no
+// WRONGTYPE and use it as it is, leaving the older layout's ":free" and
+// ":fences" behind (an older client's Add after a conversion leaves a
+// ":free" too). The conversion a later Add or Remove runs must then keep
+// the leases the newer clients hold: never free a live lease's member,
+// nor drop a member being removed while its lease is live.
+func TestSetConvertKeepsNewLeases(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t)
+	c, _, _ := newClient(t, srv)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "rest")
+	p := rdb.TxPipeline()
+	for _, m := range []string{"a", "b", "c"} {
+		p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
+	}
+	// At rest in the older layout: every member free, a and b used before.
+	now := time.Now()
+	p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "a", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
+		redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
+	p.HSet(ctx, key.Part("fences"), "a", 100, "b", 150)
+	p.Set(ctx, key.Part("last"), 200, 0)
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := c.MutexSet("rest", dlock.WithTTL(time.Minute))
+	la := mustAcquireMember(t, s, "a")
+	lb := mustAcquireMember(t, s, "b")
+	if err := s.Remove(ctx, "b"); err != nil { // converts: b is held, so it stays until released
+		t.Fatal(err)
+	}
+	for _, l := range []*dlock.Lease{la, lb} {
+		if ok, err := l.Held(ctx); err != nil || !ok {
+			t.Errorf("%s.Held after the conversion = %v, %v; want true: its lease is live", l.Name(), ok, err)
+		}
+	}
+	if l, err := s.TryAcquireMember(ctx, "a"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryAcquireMember(a) while a's lease is live: taken %v, %v; want ErrNotAcquired (two holders)", l != nil, err)
+	}
+	if err := s.Add(ctx, "b"); err != nil { // cancels b's removal
+		t.Fatal(err)
+	}
+	if l, err := s.TryAcquireMember(ctx, "b"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryAcquireMember(b) while b's lease is live: taken %v, %v; want ErrNotAcquired (two holders)", l != nil, err)
+	}
+	if n := rdb.Exists(ctx, key.Part("free"), key.Part("fences")).Val(); n != 0 {
+		t.Errorf("%d keys of the older layout left after Remove", n)
+	}
+
+	// An older client's Add after the conversion (ZADD NX 0 to the pool,
+	// ZADD 0 to ":free", no read of ":held" with no waiter) leaves a
+	// ":free" again: the next Remove converts once more, and must keep
+	// the live leases.
+	lc := mustAcquireMember(t, s, "c")
+	if err := rdb.ZAddNX(ctx, key.Key(), redis.Z{Member: "z"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, key.Part("free"), redis.Z{Member: "z"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "z"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := lc.Held(ctx); err != nil || !ok {
+		t.Errorf("c.Held after an older client's Add and a Remove = %v, %v; want true", ok, err)
+	}
+	if l, err := s.TryAcquireMember(ctx, "c"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryAcquireMember(c) while c's lease is live: taken %v, %v; want ErrNotAcquired (two holders)", l != nil, err)
+	}
+}
+
+// TestSetOlderLayoutAtRestKeepsItsOrder: a set an older dlock left at rest
+// (no member held, so no ":held" zset) keeps its free members' order of
+// last use and their fences when a newer client first takes from it, as
+// a set with a lease does (TestSetConvertsOlderLayout).
+func TestSetOlderLayoutAtRestKeepsItsOrder(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t)
+	c, _, _ := newClient(t, srv)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "rest")
+	p := rdb.TxPipeline()
+	for _, m := range []string{"a", "b", "c"} {
+		p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
+	}
+	now := time.Now()
+	// c never used, then a and b used in that order.
+	p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "a", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
+		redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
+	p.HSet(ctx, key.Part("fences"), "a", 100, "b", 150)
+	p.Set(ctx, key.Part("last"), 200, 0)
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := c.MutexSet("rest", dlock.WithTTL(time.Minute))
+	l, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Name() != "c" {
+		t.Errorf("TryAcquire took %s; want c, never used (then a, then b)", l.Name())
+	}
+	ms, err := s.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if want := map[string]uint64{"a": 100, "b": 150}[m.Name]; m.Name != l.Name() && m.Fence != want {
+			t.Errorf("Members: %s's fence %d; want %d, its last in the older layout", m.Name, m.Fence, want)
+		}
+	}
+	if n := rdb.Exists(ctx, key.Part("free"), key.Part("fences")).Val(); n != 0 {
+		t.Errorf("%d keys of the older layout left once a newer client took a member", n)
+	}
+}
+
+// TestSetRemovedMemberLeavesWhenItsLeaseRunsOut: a member removed while
+// held, whose holder never released it, leaves the set once its lease
+// has run out at the next acquire (as it did when acquires reclaimed
+// expired leases), also in a set whose callers name the members they
+// take: nothing of it stays, not its record, its token's entry, its
+// place in the pool nor in the removing set.
+func TestSetRemovedMemberLeavesWhenItsLeaseRunsOut(t *testing.T) {
+	srv, ctx := serve(t)
+	rdb := srv.Client(t)
+	c, _, _ := newClient(t, srv)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "named")
+	s := c.MutexSet("named", dlock.WithTTL(time.Minute))
+	short := c.MutexSet("named", dlock.WithTTL(30*time.Millisecond), dlock.WithAutoRefresh(false))
+	if err := s.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	la, err := short.TryAcquireMember(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	<-la.Lost() // its holder died: never released
+	time.Sleep(50 * time.Millisecond)
+	for range 3 {
+		mustUnlock(t, mustAcquireMember(t, s, "b"))
+	}
+	if rm := rdb.SMembers(ctx, key.Part("removing")).Val(); len(rm) != 0 {
+		t.Errorf("members being removed: %q; want none, a's lease ran out", rm)
+	}
+	if pool := rdb.ZRange(ctx, key.Key(), 0, -1).Val(); !slices.Equal(pool, []string{"b"}) {
+		t.Errorf("pool %q; want [b]", pool)
+	}
+	if n := setTokens(t, rdb, key); n != 0 {
+		t.Errorf("%d tokens indexed; want none", n)
+	}
+	if f := rdb.HKeys(ctx, key.Part("held")).Val(); !slices.Equal(f, []string{"b"}) {
+		t.Errorf("records %q; want b's alone", f)
+	}
+}

@@ -7,7 +7,8 @@
 -- first ten in the pool). Otherwise, when asked, queue the caller or
 -- renew its place. Costs O(log n) in the set's size, and with waiters
 -- O(w) for the w (at most 100) it looks at, for each of up to ten free
--- members.
+-- members; a try for a named member also O(r) in the r members being
+-- removed.
 -- KEYS     the MutexSet layout described in lib/set.lua (7 keys; on a
 --          single Redis the main key alone, see loadLazyNaming)
 -- ARGV[1]  token of the new lease
@@ -49,6 +50,13 @@ if not mine and not queued and not ARGV[5] and string.byte(ARGV[3]) ~= 50 then
   local first = redis.call('ZRANGE', pool, '0', '0', 'WITHSCORES')
   local m, s = first[1], first[2]
   if s and s ~= 'inf' and string.byte(s, -2) ~= 46 then
+    -- A member never used here may be one of a set an older dlock left at
+    -- rest: with none held it has no ':held' zset to meet, and its members
+    -- all score 0 here. It is converted first (see lib/set.lua), as
+    -- WRONGTYPE has the client do; before anything is written.
+    if s == '0' and redis.call('EXISTS', pool .. ':free') == 1 then
+      return redis.error_reply('WRONGTYPE a set in the older layout, at rest')
+    end
     local fence_key = KEYS[4] or pool .. ':last'
     local fence = clock
     local last = redis.call('SET', fence_key, clock, 'GET')
@@ -146,6 +154,22 @@ local function behind(deadline, holder)
 end
 
 if want ~= '' then
+  -- Members removed while held whose leases ran out leave the set when
+  -- met: an acquire for any member meets them in the pool's order, but
+  -- one for a named member may never, so it looks for them while any
+  -- removal is pending (O(r) in the r members being removed).
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    local gone = false
+    for _, r in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+      local rs = redis.call('ZSCORE', KEYS[1], r)
+      if rs and not set_live(rs, now) and not set_claim(r, rs) then
+        gone = true
+      end
+    end
+    if gone then
+      set_fade()
+    end
+  end
   local s = redis.call('ZSCORE', KEYS[1], want)
   if not s then
     return {-1}

@@ -335,16 +335,22 @@ end
 -- are carried over with their expiries, so no member comes free while
 -- its holder may still work (an older client then finds its lease gone
 -- at its next renewal), free members keep their order of last use, and
--- every fence stays. O(n) in the set's size; nothing to do on a set in
--- this layout, but to delete keys of the older one an older client left.
--- It returns whether it converted anything.
+-- every fence stays. O(n) in the set's size. A set whose KEYS[2] is not
+-- a zset (none held when an older client left it, so this layout's
+-- scripts met no WRONGTYPE and used it as it was; or keys an older
+-- client's Add left beside a set in this layout) keeps its pool and
+-- records: only a member this layout never used takes its older last use
+-- and fence. Nothing to do without keys of the older layout. It returns
+-- whether it converted anything.
 local function set_convert()
   local expiry = {}
+  local older = false
   local probe = redis.pcall('HGET', KEYS[2], '\0')
   if type(probe) == 'table' then
     if not string.find(probe.err, 'WRONGTYPE', 1, true) then
       error(probe.err)
     end
+    older = true
     local held = redis.call('ZRANGE', KEYS[2], '0', '-1', 'WITHSCORES')
     for i = 1, #held, 2 do
       expiry[held[i]] = held[i + 1]
@@ -368,6 +374,19 @@ local function set_convert()
         e = int(tonumber(e) - 1) .. '999.5'
       end
       redis.call('ZADD', KEYS[1], e, m)
+    elseif not older then
+      -- No ':held' zset: the pool's scores and records are this layout's
+      -- (an older set left at rest, which this layout's scripts use as
+      -- it is, or keys an older client left beside a set in this layout).
+      -- A live lease must stay, and a member being removed with it; only
+      -- a member this layout never used takes its older last use and
+      -- fence.
+      if redis.call('ZSCORE', KEYS[1], m) == '0' and not redis.call('HGET', KEYS[2], set_field(m)) then
+        redis.call('ZADD', KEYS[1], redis.call('ZSCORE', KEYS[8], m) or '0', m)
+        if fence ~= '0' then
+          redis.call('HSET', KEYS[2], set_field(m), '- - ' .. fence .. ' 0 ')
+        end
+      end
     elseif redis.call('SISMEMBER', KEYS[3], m) == 1 then
       set_forget(m) -- removed while held, and its lease ran out
     else
