@@ -1613,20 +1613,7 @@ func TestSetConvertKeepsNewLeases(t *testing.T) {
 	srv, ctx := serve(t)
 	rdb := srv.Client(t)
 	c, _, _ := newClient(t, srv)
-	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "rest")
-	p := rdb.TxPipeline()
-	for _, m := range []string{"a", "b", "c"} {
-		p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
-	}
-	// At rest in the older layout: every member free, a and b used before.
-	now := time.Now()
-	p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "a", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
-		redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
-	p.HSet(ctx, key.Part("fences"), "a", 100, "b", 150)
-	p.Set(ctx, key.Part("last"), 200, 0)
-	if _, err := p.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	key := olderSetAtRest(t, rdb, "rest")
 	s := c.MutexSet("rest", dlock.WithTTL(time.Minute))
 	la := mustAcquireMember(t, s, "a")
 	lb := mustAcquireMember(t, s, "b")
@@ -1681,20 +1668,7 @@ func TestSetOlderLayoutAtRestKeepsItsOrder(t *testing.T) {
 	srv, ctx := serve(t)
 	rdb := srv.Client(t)
 	c, _, _ := newClient(t, srv)
-	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "rest")
-	p := rdb.TxPipeline()
-	for _, m := range []string{"a", "b", "c"} {
-		p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
-	}
-	now := time.Now()
-	// c never used, then a and b used in that order.
-	p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "a", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
-		redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
-	p.HSet(ctx, key.Part("fences"), "a", 100, "b", 150)
-	p.Set(ctx, key.Part("last"), 200, 0)
-	if _, err := p.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	key := olderSetAtRest(t, rdb, "rest")
 	s := c.MutexSet("rest", dlock.WithTTL(time.Minute))
 	l, err := s.TryAcquire(ctx)
 	if err != nil {
@@ -1757,4 +1731,27 @@ func TestSetRemovedMemberLeavesWhenItsLeaseRunsOut(t *testing.T) {
 	if f := rdb.HKeys(ctx, key.Part("held")).Val(); !slices.Equal(f, []string{"b"}) {
 		t.Errorf("records %q; want b's alone", f)
 	}
+}
+
+// olderSetAtRest writes the set called name as an older dlock leaves it
+// with no member held (no ":held" key): members a, b and c, all free, c
+// never used, then a and b used in that order, with fences 100 and 150,
+// and 200 the set's last. It returns the set's keys.
+func olderSetAtRest(t *testing.T, rdb redis.UniversalClient, name string) keys.Lock {
+	t.Helper()
+	ctx := t.Context()
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, name)
+	now := time.Now()
+	p := rdb.TxPipeline()
+	for _, m := range []string{"a", "b", "c"} {
+		p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
+	}
+	p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "a", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
+		redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
+	p.HSet(ctx, key.Part("fences"), "a", 100, "b", 150)
+	p.Set(ctx, key.Part("last"), 200, 0)
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
