@@ -61,6 +61,56 @@ func TestCluster(t *testing.T) {
 
 	t.Run("semaphore permits", func(t *testing.T) { semContention(t, ctx, c, "cluster-sem") })
 
+	t.Run("set members", func(t *testing.T) {
+		// A set whose keys share one slot: any member and named ones,
+		// taken by goroutines of two clients, each member's holders
+		// counted outside Redis.
+		members := []string{"dev-a", "dev-b"}
+		other := dlock.New(cl.Client(t))
+		t.Cleanup(func() { other.Close() })
+		if err := c.MutexSet("cluster-set").Add(ctx, members...); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		u := newSetUse()
+		errs := make([]error, 6)
+		var wg sync.WaitGroup
+		for i := range errs {
+			s := []*dlock.Client{c, other}[i%2].MutexSet("cluster-set", dlock.WithTTL(5*time.Second))
+			acquire := s.Acquire
+			if i%3 == 2 {
+				acquire = func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, members[i%2]) }
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = contendSet(cctx, acquire, dir, time.Millisecond, u)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		checkSetUse(t, u, members)
+	})
+
+	t.Run("set in the older layout", func(t *testing.T) {
+		// Converted on a Cluster too, where its scripts declare the
+		// older layout's keys (MutexSet.layoutKeys).
+		key := olderSetAtRest(t, rdb, "cluster-older")
+		s := c.MutexSet("cluster-older")
+		l, err := s.TryAcquire(ctx)
+		if err != nil || l.Name() != "c" || l.Fence() <= 200 {
+			t.Fatalf("TryAcquire on an older set at rest = %v; want c, above fence 200", err)
+		}
+		if n := rdb.Exists(ctx, key.Part("free"), key.Part("fences")).Val(); n != 0 {
+			t.Errorf("%d keys of the older layout left", n)
+		}
+		mustUnlock(t, l)
+	})
+
 	t.Run("election observed", func(t *testing.T) {
 		e := c.Election("cluster-elect")
 		seen := e.Observe(ctx)
