@@ -71,28 +71,13 @@ func TestCluster(t *testing.T) {
 		if err := c.MutexSet("cluster-set").Add(ctx, members...); err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		u := newSetUse()
-		errs := make([]error, 6)
-		var wg sync.WaitGroup
-		for i := range errs {
+		u := contendSetAll(t, ctx, 2*time.Second, 6, func(i int) func(context.Context) (*dlock.Lease, error) {
 			s := []*dlock.Client{c, other}[i%2].MutexSet("cluster-set", dlock.WithTTL(5*time.Second))
-			acquire := s.Acquire
 			if i%3 == 2 {
-				acquire = func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, members[i%2]) }
+				return func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, members[i%2]) }
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = contendSet(cctx, acquire, dir, time.Millisecond, u)
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
+			return s.Acquire
+		})
 		checkSetUse(t, u, members)
 	})
 

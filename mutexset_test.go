@@ -67,6 +67,32 @@ func contendSet(ctx context.Context, acquire func(context.Context) (*dlock.Lease
 	return n, nil
 }
 
+// contendSetAll runs contendSet in n goroutines for d, the i-th taking
+// members with acquire(i), each member's holders counted with markers in
+// a directory of its own, fails t on any error, and returns the use.
+func contendSetAll(t *testing.T, ctx context.Context, d time.Duration, n int, acquire func(i int) func(context.Context) (*dlock.Lease, error)) *setUse {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	u := newSetUse()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		take := acquire(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = contendSet(ctx, take, dir, time.Millisecond, u)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // checkSetUse checks that every member was used, no more holders than
 // members were inside at once, and fences rose per member.
 func checkSetUse(t *testing.T, u *setUse, members []string) {
@@ -98,14 +124,7 @@ func TestSetExclusion(t *testing.T) {
 	if err := admin.MutexSet("devices").Add(ctx, members...); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	u := newSetUse()
-	const workers = 12
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for i := range workers {
+	u := contendSetAll(t, ctx, 3*time.Second, 12, func(i int) func(context.Context) (*dlock.Lease, error) {
 		// Clients of their own, as separate machines, and goroutines
 		// sharing one; a quarter of them want one member by name.
 		c := admin
@@ -113,21 +132,12 @@ func TestSetExclusion(t *testing.T) {
 			c, _, _ = newClient(t, srv)
 		}
 		s := c.MutexSet("devices", dlock.WithTTL(5*time.Second))
-		acquire := s.Acquire
 		if i%4 == 3 {
 			member := members[i%3]
-			acquire = func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, member) }
+			return func(ctx context.Context) (*dlock.Lease, error) { return s.AcquireMember(ctx, member) }
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = contendSet(cctx, acquire, dir, time.Millisecond, u)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+		return s.Acquire
+	})
 	checkSetUse(t, u, members)
 	if u.maxSeen.Load() < 2 {
 		t.Errorf("never more than %d holder at once: the members were not used in parallel", u.maxSeen.Load())

@@ -157,18 +157,17 @@ if want ~= '' then
   -- Members removed while held whose leases ran out leave the set when
   -- met: an acquire for any member meets them in the pool's order, but
   -- one for a named member may never, so it looks for them while any
-  -- removal is pending (O(r) in the r members being removed).
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    local gone = false
-    for _, r in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-      local rs = redis.call('ZSCORE', KEYS[1], r)
-      if rs and not set_live(rs, now) and not set_claim(r, rs) then
-        gone = true
-      end
+  -- removal is pending (O(r) in the r members being removed; one
+  -- SMEMBERS, empty, when none is).
+  local gone = false
+  for _, r in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+    local rs = redis.call('ZSCORE', KEYS[1], r)
+    if rs and not set_live(rs, now) and not set_claim(r, rs) then
+      gone = true
     end
-    if gone then
-      set_fade()
-    end
+  end
+  if gone then
+    set_fade()
   end
   local s = redis.call('ZSCORE', KEYS[1], want)
   if not s then

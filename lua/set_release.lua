@@ -16,7 +16,9 @@
 --          had run out (then the member keeps that end as its last use).
 local tok, pool = ARGV[1], KEYS[1]
 local held = KEYS[2] or pool .. ':held'
--- First read of KEYS[2], before anything is written (see lib/set.lua).
+-- First read of KEYS[2], before anything is written (see lib/set.lua),
+-- and held_by (lib/owner.lua) written out: a helper defined costs every
+-- run a closure.
 local r = redis.call('HGET', held, ARGV[2])
 if not r or string.find(r, tok, 1, true) ~= 1 or string.byte(r, #tok + 1) ~= 32 then
   return 0
