@@ -59,6 +59,10 @@ type acquisition struct {
 	// name, or for instance "member of mutex set \"pool\"" and a member.
 	what, name string
 	channel    string // where releases are announced
+	// byClient marks a caller whose hand-offs and wake-ups come on its
+	// client's channel beside channel (see keys.ClientChannel), not on
+	// channel itself.
+	byClient bool
 	// join is joinQueue for a caller of a queuer that will wait (its try
 	// joins the queue, a heartbeat keeps its place, and releases hand the
 	// lock to it), joinNever otherwise.
@@ -131,6 +135,14 @@ func (a *acquisition) try(ctx context.Context, tok string) (attempt, error) {
 		return q.parseTry(cmd.Result())
 	}
 	return a.by.(tryer).tryAlone(ctx, a, tok)
+}
+
+// listensOn is the channel a's caller listens on while it waits.
+func (a *acquisition) listensOn() string {
+	if a.byClient {
+		return a.lock.c.waitersChannel(a.channel)
+	}
+	return a.channel
 }
 
 // queues reports whether a caller waits in a queue: its heartbeat (see
@@ -213,7 +225,7 @@ func (c *Client) take(ctx context.Context, a *acquisition, block bool) (*Lease, 
 	if err := a.err; err != nil {
 		return nil, err
 	}
-	tok, err := token.New()
+	tok, err := token.Of(c.id)
 	if err != nil {
 		return nil, err
 	}

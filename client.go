@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/notify"
+	"github.com/go-dlock/dlock/internal/token"
 	"github.com/go-dlock/dlock/internal/watchdog"
 )
 
@@ -46,6 +48,10 @@ type Client struct {
 	// however many observe it.
 	follows *follows
 	hooks   *Hooks // nil: none
+	// id starts each token the client makes (see token.Of), and names
+	// the channels on which releases hand its waiters the lock
+	// (keys.ClientChannel).
+	id string
 }
 
 // New returns a Client on rdb. Options that are invalid, or a nil rdb, do
@@ -67,9 +73,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // deployment.
 func newClient(cfg clientConfig) *Client {
 	open, shut := context.WithCancelCause(context.Background())
-	return &Client{prefix: cfg.prefix, log: cfg.log, err: cfg.err, giveUps: newGiveUps(cfg.log), work: newWorkers(), renewals: watchdog.NewLoop(),
-		open: open, shut: shut, follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks}
+	id, err := token.Client()
+	return &Client{prefix: cfg.prefix, log: cfg.log, err: cmp.Or(cfg.err, err), giveUps: newGiveUps(cfg.log), work: newWorkers(), renewals: watchdog.NewLoop(),
+		open: open, shut: shut, follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks, id: id}
 }
+
+// waitersChannel is the channel on which releases announced on channel
+// hand c's waiters the lock, or wake them to try (see keys.ClientChannel).
+func (c *Client) waitersChannel(channel string) string { return keys.ClientChannel(channel, c.id) }
 
 // whileOpen returns ctx, ended also when the client is closed (its cause
 // then notify.ErrClosed), and the function that lets it go.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -200,10 +201,11 @@ func TestHandOffInOneMessage(t *testing.T) {
 }
 
 // TestHandOffMessageOnItsChannel: a release hands the lock over with one
-// message on the lock's release channel, whatever bytes the prefix and
-// the name hold (the release reads the channel out of an argument that
-// also carries the publish command): checked with a pattern subscription
-// that sees every message, for the kinds whose releases read it so.
+// message on the waiter's client's channel beside the lock's release
+// channel, whatever bytes the prefix and the name hold (the release reads
+// the channel out of an argument that also carries the publish command):
+// checked with a pattern subscription that sees every message, for the
+// kinds whose releases read it so.
 func TestHandOffMessageOnItsChannel(t *testing.T) {
 	const prefix, name = "a prefix", "sp ace\nnul\x00{tag} end"
 	for _, k := range queuedKinds {
@@ -230,16 +232,126 @@ func TestHandOffMessageOnItsChannel(t *testing.T) {
 			if err := <-got; err != nil {
 				t.Fatal(err)
 			}
-			want := keys.For(prefix, kind, name).Channel()
 			msg, err := all.ReceiveTimeout(ctx, 5*time.Second)
 			if err != nil {
 				t.Fatalf("no message after the release: %v", err)
 			}
-			if m, ok := msg.(*redis.Message); !ok || m.Channel != want {
+			m, ok := msg.(*redis.Message)
+			if !ok {
+				t.Fatalf("first message after the release: %#v; want a message", msg)
+			}
+			if want := keys.ClientChannel(keys.For(prefix, kind, name).Channel(), m.Payload[:8]); m.Channel != want {
 				t.Errorf("first message after the release: %#v; want one on %q", msg, want)
 			}
 		})
 	}
+}
+
+// TestHandOffWakesOnlyItsWaitersProcess: waiters hear their hand-offs on
+// their own client's channel beside the lock's, so that a release wakes
+// the one process whose waiter it hands the lock to, not every process
+// waiting for the lock. Two clients with a waiter each on one lock: two
+// channels with one subscriber each, none on the lock's own channel, and
+// each release's one message goes to the channel of the waiter it names.
+func TestHandOffWakesOnlyItsWaitersProcess(t *testing.T) {
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			name := "one-process-" + marker()
+			lk, base := handOffChannel(k.name, name)
+			holder, rdb, _ := newClient(t, srv)
+			h := mustTake(t, ctx, k.get(holder, name).Lock)
+			var queued []string
+			leases := make(chan *dlock.Lease, 2)
+			for i := range 2 {
+				c, _, _ := newClient(t, srv)
+				go func() {
+					l, err := k.get(c, name).Lock(ctx)
+					if err != nil {
+						t.Error(err)
+					}
+					leases <- l
+				}()
+				queued = append(queued, firstWaiters(t, rdb, lk.Part("queue"), i+1)[i])
+			}
+			time.Sleep(5 * time.Millisecond) // a Mutex's first waiter must have waited over 1ms
+
+			heard := map[string]int64{}
+			for _, tok := range queued {
+				heard[keys.ClientChannel(base, tok[:8])] = 1
+			}
+			heard[base] = 0
+			for ch, want := range heard {
+				n := rdb.PubSubNumSub(ctx, ch).Val()[ch]
+				if n != want {
+					t.Errorf("%q has %d subscribers, want %d", ch, n, want)
+				}
+			}
+
+			all := rdb.PSubscribe(ctx, "*")
+			defer all.Close()
+			if _, err := all.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i, tok := range queued {
+				mustUnlock(t, h)
+				// Past an Election's announcements, for its observers.
+				m := nextMessage(t, all, func(m *redis.Message) bool { return m.Channel == base && m.Payload == "leader" })
+				if want := keys.ClientChannel(base, tok[:8]); m.Channel != want || !strings.HasPrefix(m.Payload, tok) {
+					t.Fatalf("message after release %d: %#v; want one for %s on %q", i+1, m, tok, want)
+				}
+				if h = <-leases; h == nil {
+					t.FailNow()
+				}
+			}
+			mustUnlock(t, h)
+		})
+	}
+}
+
+// handOffChannel returns the keys of the lock name of the queued kind
+// kindName (see queuedKinds), and the release channel beside which its
+// waiters' clients hear their hand-offs (see keys.ClientChannel): an
+// RWMutex's writers'.
+func handOffChannel(kindName, name string) (keys.Lock, string) {
+	lk := keys.For(dlock.DefaultPrefix, queuedKeyKind[kindName], name)
+	if kindName == "RWMutex" {
+		return lk, lk.SideChannel("w")
+	}
+	return lk, lk.Channel()
+}
+
+// nextMessage returns the next message sub receives but those skip
+// passes over, failing t when none comes within 5s.
+func nextMessage(t *testing.T, sub *redis.PubSub, skip func(*redis.Message) bool) *redis.Message {
+	t.Helper()
+	for {
+		msg, err := sub.ReceiveTimeout(t.Context(), 5*time.Second)
+		if err != nil {
+			t.Fatalf("no message: %v", err)
+		}
+		if m, ok := msg.(*redis.Message); ok && !skip(m) {
+			return m
+		}
+	}
+}
+
+// firstWaiters waits until queue holds at least n waiters, and returns
+// their tokens, first first.
+func firstWaiters(t *testing.T, rdb *redis.Client, queue string, n int) []string {
+	t.Helper()
+	var toks []string
+	err := eventually(t.Context(), 5*time.Second, func() error {
+		toks = rdb.ZRange(t.Context(), queue, 0, -1).Val()
+		if len(toks) < n {
+			return fmt.Errorf("%d waiters queued, want %d", len(toks), n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
 }
 
 // TestShortHandOffEndsWithItsTTL: a release that hands the lock to a

@@ -18,9 +18,25 @@ import (
 // inspectable is what operator tools need of every primitive.
 type inspectable interface {
 	Status(ctx context.Context) (Status, error)
-	// holderKeys returns the keys whose removal frees the lock, and the
-	// channels its waiters listen on.
-	holderKeys() (keys, channels []string)
+	// holders returns what ForceUnlock removes and wakes.
+	holders() holders
+}
+
+// holders is what frees a lock, and who must be told: the keys whose
+// removal frees it, the release channels its waiters listen on, and its
+// queues whose waiters hear their wake-ups on their clients' channels
+// beside the first len(queues) of those channels (see
+// keys.ClientChannel), one queue each, in order.
+type holders struct {
+	keys, channels, queues []string
+}
+
+// forceArgs returns the KEYS and ARGV of force_unlock.lua that remove
+// h's holders, if the owner key holds what seen says (see seenHolder),
+// and wake every waiter, with publish.
+func (h holders) forceArgs(publish, seen string) ([]string, []any) {
+	args := append([]any{publish, seen, len(h.keys)}, anys(h.channels)...)
+	return append(slices.Clip(h.keys), h.queues...), args
 }
 
 // kindOf returns the lock of the given kind called name, or nil for an
@@ -160,9 +176,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) ([]Status, error)
 		if !st.Held || kind(st.Kind) == kindSet {
 			continue
 		}
-		p := c.kindOf(kind(st.Kind), name)
-		ks, chans := p.holderKeys()
-		args := append([]any{c.hub.PublishCommand(), seenHolder(st)}, anys(chans)...)
+		ks, args := c.kindOf(kind(st.Kind), name).holders().forceArgs(c.hub.PublishCommand(), seenHolder(st))
 		// Once (see once): run again unseen after a lost reply, it would
 		// find the holder gone and report the lock not freed.
 		n, err := bounded(ctx, c, func(ctx context.Context) (int64, error) {
@@ -204,13 +218,16 @@ func seenHolder(st Status) string {
 	return ""
 }
 
-func (s *MutexSet) holderKeys() ([]string, []string) {
-	return nil, nil // see ForceRelease
+func (s *MutexSet) holders() holders {
+	return holders{} // see ForceRelease
 }
 
-func (rw *RWMutex) holderKeys() ([]string, []string) {
-	return []string{rw.keys.Key(), rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")},
-		[]string{rw.readersChannel(), rw.writersChannel()}
+func (rw *RWMutex) holders() holders {
+	return holders{
+		keys:     []string{rw.keys.Key(), rw.keys.Part("readers"), rw.keys.Part("rexp"), rw.keys.Part("rmeta")},
+		channels: []string{rw.writersChannel(), rw.readersChannel()},
+		queues:   []string{rw.keys.Part("queue")},
+	}
 }
 
 // ForceRelease frees member from whoever holds it, as its holder's Unlock

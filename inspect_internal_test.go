@@ -29,8 +29,8 @@ func TestForceUnlockOfReadersSparesALaterWriter(t *testing.T) {
 	// What ForceUnlock sends for the readers it saw.
 	force := func() int {
 		t.Helper()
-		ks, chans := rw.holderKeys()
-		n, err := eval(ctx, c, forceUnlock, (*redis.Cmd).Int, ks, append([]any{c.hub.PublishCommand(), seen}, anys(chans)...)...)
+		ks, args := rw.holders().forceArgs(c.hub.PublishCommand(), seen)
+		n, err := eval(ctx, c, forceUnlock, (*redis.Cmd).Int, ks, args...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-dlock/dlock"
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -247,4 +248,74 @@ func TestForceUnlockLostReplyNotSentAgain(t *testing.T) {
 	if err == nil && len(freed) != 1 || st.Held {
 		t.Errorf("ForceUnlock whose reply was lost: freed %v, err %v; lock held now: %v; want the mutex reported freed", freed, err, st.Held)
 	}
+}
+
+// TestForceUnlockWakesWaitersOnTheirClientsChannels: waiters hear their
+// wake-ups on their clients' channels (see
+// TestHandOffWakesOnlyItsWaitersProcess), so ForceUnlock's 'all' goes
+// there too, once to each client with a waiter queued, besides the lock's
+// own channel; and the waiters then take the lock in turn.
+func TestForceUnlockWakesWaitersOnTheirClientsChannels(t *testing.T) {
+	for _, k := range queuedKinds {
+		if k.name == "MutexSet" {
+			continue // ForceRelease, one member at a time
+		}
+		t.Run(k.name, func(t *testing.T) {
+			srv, ctx := serve(t)
+			name := "force-wakes-" + marker()
+			lk, base := handOffChannel(k.name, name)
+			holder, rdb, _ := newClient(t, srv)
+			mustTake(t, ctx, k.get(holder, name).Lock) // never released
+			got := make(chan error, 4)
+			var queued []string
+			for range 2 {
+				lock := k.get(newClientOnly(t, srv), name)
+				for range 2 { // two waiters of one client: one 'all' to it
+					go func() {
+						l, err := lock.Lock(ctx)
+						if err == nil {
+							err = l.Unlock(ctx)
+						}
+						got <- err
+					}()
+					queued = firstWaiters(t, rdb, lk.Part("queue"), len(queued)+1)
+				}
+			}
+			all := rdb.PSubscribe(ctx, "*")
+			defer all.Close()
+			if _, err := all.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.ForceUnlock(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{base: true}
+			for _, tok := range queued {
+				want[keys.ClientChannel(base, tok[:8])] = true
+			}
+			if len(want) != 3 {
+				t.Fatalf("channels %v: want the lock's and two clients'", want)
+			}
+			for len(want) > 0 {
+				switch m := nextMessage(t, all, func(m *redis.Message) bool { return m.Payload != "all" }); {
+				case want[m.Channel]:
+					delete(want, m.Channel)
+				case strings.Contains(m.Channel, "~"):
+					t.Fatalf("'all' on %q, not one of %v, or twice", m.Channel, want)
+				}
+			}
+			for range 4 {
+				if err := <-got; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// newClientOnly is newClient's Client alone.
+func newClientOnly(t *testing.T, srv *redistest.Server) *dlock.Client {
+	t.Helper()
+	c, _, _ := newClient(t, srv)
+	return c
 }

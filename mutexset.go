@@ -327,12 +327,13 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 // acquisition describes taking member, or any member when it is "".
 // Waiters queue in Redis, each for the member it names or for any, and a
 // release hands the member to the first waiter that would take it (see
-// set_hand_over in lua/lib/set.lua). Waiters for any member listen on the
-// set's channel, waiters for a named one on the member's. A caller that
+// set_hand_over in lua/lib/set.lua). Waiters for any member listen on
+// their client's channel of the set, waiters for a named one on the
+// member's, where a removal of the member wakes them all. A caller that
 // will wait (block) joins the queue.
 func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 	a := s.lock.acquisition(s, s.keys.Channel(), block)
-	a.member = member
+	a.member, a.byClient = member, member == ""
 	if member != "" {
 		a.what = fmt.Sprintf("member of mutex set %q", s.name)
 		a.name = member

@@ -95,9 +95,11 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 }
 
 // acquisition tries for the lock, for a holder that Status shows with
-// meta; a caller that will wait joins the queue.
+// meta; a caller that will wait joins the queue, and is handed the lock
+// on its client's channel.
 func (q *queued) acquisition(wait bool, meta string) *acquisition {
 	a := q.lock.acquisition(q, q.keys.Channel(), wait)
+	a.byClient = true
 	a.meta = meta
 	return a
 }
@@ -135,6 +137,6 @@ func (q *queued) handOver(ctx context.Context, s *redis.Script, tok string) *red
 	return q.runOnce(ctx, s, args...)
 }
 
-func (q *queued) holderKeys() ([]string, []string) {
-	return []string{q.keys.Key()}, []string{q.keys.Channel()}
+func (q *queued) holders() holders {
+	return holders{keys: []string{q.keys.Key()}, channels: []string{q.keys.Channel()}, queues: []string{q.keys.Part("queue")}}
 }

@@ -156,9 +156,12 @@ func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 
 // writer is the acquisition of the write side; block says whether the
 // caller will wait, and so whether it joins the writers' line (with an
-// intention, under PreferWriters).
+// intention, under PreferWriters). Writers are handed the lock on their
+// client's channel; readers are woken together on theirs.
 func (rw *RWMutex) writer(block bool) *acquisition {
-	return rw.acquisition(rw, rw.writersChannel(), block)
+	a := rw.acquisition(rw, rw.writersChannel(), block)
+	a.byClient = true
+	return a
 }
 
 func (rw *RWMutex) tryScript(a *acquisition, tok string, join int) scriptCall {

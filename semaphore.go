@@ -163,9 +163,11 @@ func (s *Semaphore) check(n int64) error {
 
 // acquisition describes taking n permits; a caller that will wait
 // (block) joins the queue. Permits freed by a release are granted to the
-// waiters in the same script (see grant_waiters in lua/lib/permits.lua).
+// waiters in the same script (see grant_waiters in lua/lib/permits.lua),
+// on each waiter's client's channel.
 func (s *Semaphore) acquisition(n int64, block bool) *acquisition {
 	a := s.lock.acquisition(s, s.keys.Channel(), block)
+	a.byClient = true
 	a.n, a.err = n, s.check(n)
 	return a
 }
@@ -189,8 +191,8 @@ func (s *Semaphore) handOver(ctx context.Context, sc *redis.Script, tok string) 
 	return s.runOnce(ctx, sc, tok, s.c.hub.PublishCommand(), s.keys.Channel())
 }
 
-func (s *Semaphore) holderKeys() ([]string, []string) {
-	return []string{s.keys.Key(), s.keys.Part("leases")}, []string{s.keys.Channel()}
+func (s *Semaphore) holders() holders {
+	return holders{keys: []string{s.keys.Key(), s.keys.Part("leases")}, channels: []string{s.keys.Channel()}, queues: []string{s.keys.Part("queue")}}
 }
 
 // splitSemWaiter splits a Semaphore waiter's entry, "<permits>:<size>:<metadata>",

@@ -66,7 +66,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 	s := &waiting{c: c, a: a, tok: tok, bell: make(chan struct{}, 1), stallClock: time.Now(), answered: true}
 	// Listening already: then no release can go unheard between the
 	// first try and the wait, and that try needs no second.
-	s.w = c.listen.join(a.channel, tok, s.bell)
+	s.w = c.listen.join(a.listensOn(), tok, s.bell)
 	defer s.close()
 	var unbind func() // set once it waits
 	for {
@@ -237,7 +237,7 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 // whether it did. A transient failure is no error: the waiter then wakes
 // on its timers, and subscribes after its next try. A refusal is.
 func (s *waiting) subscribe(ctx context.Context) (bool, error) {
-	w, err := subscribeBounded(ctx, s.c, s.a.channel, s.tok, s.bell)
+	w, err := subscribeBounded(ctx, s.c, s.a.listensOn(), s.tok, s.bell)
 	switch {
 	case err == nil && w.Detached():
 		// Given up before Redis confirmed it (its node is down, or its

@@ -8,7 +8,7 @@
 -- ARGV[1]  token of the caller
 -- ARGV[2]  "<starve_us> <publish> <channel>", as for queue_release
 -- ARGV[3]  (Election only) set to announce, as queue_release does, a lock
---          the caller held left free
+--          the caller held left free, or one handed to the waiter next
 -- Returns  1 when the caller was queued or held the lock, else 0.
 local tok = ARGV[1]
 local starve_us, publish, channel = wake_args(ARGV[2])
@@ -22,8 +22,8 @@ if held then
 end
 if held or (first and redis.call('EXISTS', owner) == 0) then
   local heir = hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us, first_waiter(queue))
-  if held and not heir and ARGV[3] then
-    redis.pcall(publish, channel, 'leader') -- released: never fail on it
+  if (held or heir) and ARGV[3] then
+    redis.pcall(publish, channel, 'leader') -- released or handed on: never fail on it
   end
 end
 return (held or removed) and 1 or 0

@@ -12,9 +12,10 @@
 --          hand over at once); publish, the command to wake waiters with,
 --          PUBLISH or SPUBLISH on Redis Cluster; channel, the release
 --          channel (last: it may hold spaces)
--- ARGV[3]  (Election only) set to announce a lock left free by "leader"
---          on the channel, for those who follow its holder (a hand-over
---          is announced by its own message)
+-- ARGV[3]  (Election only) set to announce a lock left free or handed
+--          over by "leader" on the channel, for those who follow its
+--          holder (a hand-over's own message goes to its waiter's client
+--          alone: see client_channel)
 -- Returns  1 when released; 0 when the token did not hold it (nothing changes).
 local owner = KEYS[1]
 if not owns(owner, ARGV[1]) then
@@ -30,11 +31,11 @@ end
 local fence_key, alive, wmeta = KEYS[2] or owner .. ':fence', KEYS[4] or owner .. ':alive', KEYS[5] or owner .. ':wmeta'
 local starve_us, publish, channel = wake_args(ARGV[2])
 -- A hand-over writes the owner key over the lease let go: no DEL first.
-if queued and hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us, first_waiter(queue)) then
-  return 1
+local handed = queued and hand_over(owner, fence_key, queue, alive, wmeta, publish, channel, starve_us, first_waiter(queue))
+if not handed then
+  redis.call('DEL', owner)
 end
-redis.call('DEL', owner)
 if ARGV[3] then
-  redis.pcall(publish, channel, 'leader') -- released: never fail on it
+  redis.pcall(publish, channel, 'leader') -- released or handed over: never fail on it
 end
 return 1

@@ -86,6 +86,14 @@ func (l Lock) SideChannel(side string) string { return l.Channel() + ":" + side 
 // another.
 func (l Lock) MemberChannel(member string) string { return l.Channel() + ":" + member }
 
+// ClientChannel returns the channel on which the lock's hand-offs and
+// wake-ups for the waiters of one client (its id, see token.Client) are
+// sent, beside channel, one of the lock's release channels: a release
+// that hands the lock to a waiter wakes that waiter's process alone, not
+// every process that waits for the lock. It is apart from MemberChannel
+// and SideChannel ('~' where they have ':'), and in the lock's slot.
+func ClientChannel(channel, id string) string { return channel + "~" + id }
+
 // Parse splits a key made by For or Part back into its kind and lock name.
 // It reports false for keys that dlock did not make under prefix.
 func Parse(prefix, key string) (kind, name string, ok bool) {

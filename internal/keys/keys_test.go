@@ -13,7 +13,7 @@ func TestKeysShareOneHashTagAndRoundTrip(t *testing.T) {
 	for _, name := range names {
 		l := For("dlock", KindMutex, name)
 		want := hashSlot(l.Key())
-		for _, k := range []string{l.Part("fence"), l.Part("queue"), l.Channel(), l.SideChannel("w"), l.MemberChannel(name)} {
+		for _, k := range []string{l.Part("fence"), l.Part("queue"), l.Channel(), l.SideChannel("w"), l.MemberChannel(name), ClientChannel(l.Channel(), "0a1b2c3d"), ClientChannel(l.SideChannel("w"), "0a1b2c3d")} {
 			if got := hashSlot(k); got != want {
 				t.Errorf("name %q: key %q in slot %d, main key in %d", name, k, got, want)
 			}

@@ -7,15 +7,51 @@ import (
 	"fmt"
 )
 
-// Size is the number of random bytes in a token: 128 bits, so a token can be
-// neither guessed nor collide in practice.
+// Size is the number of bytes in a token, drawn from crypto/rand: 128
+// bits, so a token can be neither guessed nor collide in practice.
 const Size = 16
 
-// New returns a fresh token: Size bytes from crypto/rand, hex encoded.
+// ClientSize is the number of bytes of a client id (see Client), which
+// starts each token the client makes (see Of): a token's first
+// 2*ClientSize hex digits name the client that made it, and its other
+// Size-ClientSize bytes (96 bits) are its own. A release that hands a
+// lock to a waiter tells it on a channel named by them
+// (keys.ClientChannel), which the Lua helper client_channel reads with
+// the same length.
+const ClientSize = 4
+
+// New returns a fresh token of no client: Size bytes from crypto/rand,
+// hex encoded.
 func New() (string, error) {
-	var b [Size]byte
+	return Of("")
+}
+
+// Client returns a fresh client id: ClientSize bytes from crypto/rand,
+// hex encoded. Two clients that draw the same id hear each other's
+// hand-offs, as every client waiting for a lock did before ids: nothing
+// worse.
+func Client() (string, error) {
+	var b [ClientSize]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("dlock: reading random token: %w", err)
+		return "", fmt.Errorf("dlock: reading random client id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// Of returns a fresh token of the client id (one Client made, or "" for
+// none): the id, then bytes from crypto/rand up to Size bytes in all, hex
+// encoded. One allocation.
+func Of(id string) (string, error) {
+	if id != "" && len(id) != 2*ClientSize {
+		return "", fmt.Errorf("dlock: client id %q is not %d hex digits", id, 2*ClientSize)
+	}
+	var r [Size]byte
+	k := Size - len(id)/2
+	if _, err := rand.Read(r[:k]); err != nil {
+		return "", fmt.Errorf("dlock: reading random token: %w", err)
+	}
+	var out [2 * Size]byte
+	copy(out[:], id)
+	hex.Encode(out[len(id):], r[:k])
+	return string(out[:]), nil
 }

@@ -139,8 +139,9 @@ end
 -- fits under its own size, and stops at the first that does not fit, so
 -- that a large request holds back those behind it and is never starved.
 -- Each granted waiter holds its lease until its liveness deadline (its
--- first renewal sets its own TTL), leaves the queue, and is told on
--- channel (sent with publish) by "<token> <fence> <now µs>", as hand_over
+-- first renewal sets its own TTL), leaves the queue, and is told on its
+-- client's channel beside channel (see client_channel; sent with
+-- publish) by "<token> <fence> <now µs>", as hand_over
 -- tells a Mutex's waiter. At most 100 per call. It returns the permits in
 -- use after the grants.
 local function grant_waiters(keys, publish, channel, clock, used)
@@ -173,7 +174,7 @@ local function grant_waiters(keys, publish, channel, clock, used)
       local fence = issue_fence(fence_key, clock)
       add_lease(main, leases, tok, ns, size, fence, ms, meta, deadline, left, used == 0)
       used = used + n
-      redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
+      redis.call(publish, client_channel(channel, tok), tok .. ' ' .. fence .. ' ' .. clock)
     end
   end
   return used

@@ -272,8 +272,10 @@ end
 -- set_grant), straight to the first live waiter that would take it, as
 -- hand_over (waiters.lua) does for a lock: the waiter holds m until its
 -- liveness deadline, and is told on its channel by "<token> <fence> <now
--- µs> <member>"; or, while that waiter has waited less than starve_us, it
--- is woken by "<token>" to try. The set's channel is channel. queued
+-- µs> <member>" (its client's beside the set's channel, channel, for a
+-- waiter for any member; the member's for a waiter for m: see
+-- client_channel); or, while that waiter has waited less than
+-- starve_us, it is woken by "<token>" to try. queued
 -- tells whether anybody waits, when the caller knows (nil: looked at
 -- here). It returns whether it handed m over: if not, m is as it was.
 local function set_hand_over(m, clock, publish, channel, starve_us, queued, from)
@@ -290,6 +292,8 @@ local function set_hand_over(m, clock, publish, channel, starve_us, queued, from
   local want, meta = set_waiter(entry)
   if want ~= '' then
     channel = channel .. ':' .. want
+  else
+    channel = client_channel(channel, tok)
   end
   if wake_to_barge(tok, order, now, publish, channel, starve_us) then
     return false

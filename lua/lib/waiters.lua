@@ -77,15 +77,25 @@ local function may_take(head, order, tok, now, starve_us)
   return head == nil or head == tok or barging(order, now, starve_us)
 end
 
+-- client_channel is the channel, beside channel, on which the waiters of
+-- tok's client hear their hand-offs and wake-ups: channel, '~' and the
+-- token's first 8 hex digits, which name its client (token.Of and
+-- keys.ClientChannel in Go). So a hand-off wakes the one process whose
+-- waiter it is for, not every process waiting for the lock.
+local function client_channel(channel, tok)
+  return channel .. '~' .. string.sub(tok, 1, 8)
+end
+
 -- wake_to_barge reports whether a newcomer may still take what is let go
 -- at now (µs) ahead of tok, the first live waiter for it, which arrived at
--- order (see barging); if so, it wakes tok by "<token>" on channel (sent
--- with publish) to try for it, instead of having it handed over.
-local function wake_to_barge(tok, order, now, publish, channel, starve_us)
+-- order (see barging); if so, it wakes tok by "<token>" on to, its
+-- channel (sent with publish), to try for it, instead of having it handed
+-- over.
+local function wake_to_barge(tok, order, now, publish, to, starve_us)
   if barging(order, now, starve_us) then
     -- Never fail on it: the release is done by then, and a waiter not
     -- woken tries at its next heartbeat.
-    redis.pcall(publish, channel, tok)
+    redis.pcall(publish, to, tok)
     return true
   end
   return false
@@ -242,8 +252,9 @@ end
 -- live waiter, so that a hand-off costs one message: the waiter is made
 -- the holder, with a fence, until its liveness deadline (a granted waiter
 -- that died delays the lock no longer than a queued one would), is taken
--- out of the queue, and is told on channel (sent with publish, PUBLISH or
--- SPUBLISH) by "<token> <fence> <now µs>". Its first renewal sets its own
+-- out of the queue, and is told on its client's channel beside channel
+-- (see client_channel; sent with publish, PUBLISH or SPUBLISH) by
+-- "<token> <fence> <now µs>". Its first renewal sets its own
 -- TTL. While the first waiter has waited less than starve_us the lock
 -- stays as it was instead, and the waiter is woken by "<token>" to try
 -- for it: a newcomer may take it meanwhile (Mutex). The owner key must be
@@ -270,13 +281,14 @@ local function hand_over(owner, fence_key, queue, alive, wmeta, publish, channel
   if not deadline then
     return nil
   end
-  if wake_to_barge(tok, order, now, publish, channel, starve_us) then
+  local to = client_channel(channel, tok)
+  if wake_to_barge(tok, order, now, publish, to, starve_us) then
     return nil
   end
   local meta = redis.call('HGET', wmeta, tok) or ''
   drop_waiters(queue, alive, wmeta, tok)
   local fence = issue_fence(fence_key, clock)
   redis.call('SET', owner, owner_value(tok, fence, clock, '', meta), 'PXAT', deadline)
-  redis.call(publish, channel, tok .. ' ' .. fence .. ' ' .. clock)
+  redis.call(publish, to, tok .. ' ' .. fence .. ' ' .. clock)
   return tok
 end
