@@ -18,45 +18,51 @@ import (
 // selfBounded), op runs on one of c's workers, and an abandoned op
 // finishes in the background.
 func bounded[T any](ctx context.Context, c *Client, op func(context.Context) (T, error)) (T, error) {
-	v, _, err := boundedTracked(ctx, c, op)
+	v, _, err := boundedTracked(ctx, c, op, nil)
 	return v, err
 }
 
 // boundedTracked is bounded for requests whose effect must be reckoned
 // with when they are abandoned (an acquire that Redis may still apply):
 // finished, when not nil, closes once the abandoned op has returned, after
-// which go-redis has sent all it will send for it.
-func boundedTracked[T any](ctx context.Context, c *Client, op func(context.Context) (T, error)) (v T, finished <-chan struct{}, err error) {
-	if selfBounded(ctx, c.rdb) {
+// which go-redis has sent all it will send for it. With stop (a waiter's:
+// the client's Close), it returns errClosedClient as soon as stop closes,
+// as for ctx's end.
+func boundedTracked[T any](ctx context.Context, c *Client, op func(context.Context) (T, error), stop <-chan struct{}) (v T, finished <-chan struct{}, err error) {
+	if (stop == nil || ctx.Done() != nil) && selfBounded(ctx, c.rdb) {
 		v, err = op(ctx)
 		return v, nil, err
 	}
-	return untilDone(ctx, c.work, op, nil)
+	return untilDone(ctx, c.work, op, nil, stop)
 }
 
 // untilDone runs op on one of w's workers (on a goroutine of its own if w
-// is nil) and returns its result, or ctx's error as soon as ctx ends.
-// finished, when not nil, closes once the abandoned op has returned. When
-// ctx ended before a worker took op, op never runs, and the error matches
-// both ctx's and errNotSent. discard, if set, is given what an abandoned
-// op returned, for a result that must be undone (a registered waiter).
-func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) (T, error), discard func(T)) (v T, finished <-chan struct{}, err error) {
+// is nil) and returns its result, or ctx's error as soon as ctx ends
+// (errClosedClient as soon as stop closes, if not nil). finished, when
+// not nil, closes once the abandoned op has returned. When ctx ended
+// before a worker took op, op never runs, and the error matches both
+// ctx's and errNotSent. discard, if set, is given what an abandoned op
+// returned, for a result that must be undone (a registered waiter).
+func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) (T, error), discard func(T), stop <-chan struct{}) (v T, finished <-chan struct{}, err error) {
 	c := &handed[T]{ctx: ctx, op: op, discard: discard, done: make(chan struct{})}
 	if !w.start(ctx, c.run) {
 		var zero T
 		return zero, nil, fmt.Errorf("%w (%w)", ctx.Err(), errNotSent)
 	}
+	ended := ctx.Err
 	select {
 	case <-c.done:
 		return c.v, nil, c.err
 	case <-ctx.Done():
+	case <-stop:
+		ended = func() error { return errClosedClient }
 	}
 	if !c.state.CompareAndSwap(callPending, callAbandoned) {
 		<-c.done // it finished as ctx ended: keep its answer
 		return c.v, nil, c.err
 	}
 	var zero T
-	return zero, c.done, ctx.Err()
+	return zero, c.done, ended()
 }
 
 // handed is a call untilDone hands to a worker, in one allocation: a

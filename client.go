@@ -32,7 +32,8 @@ type Client struct {
 	giveUps *giveUps // withdrawals of failed acquisitions still running
 	work    *workers // run the calls their callers may abandon (see bounded)
 	// open ends, with the cause notify.ErrClosed, when the client is
-	// closed: it ends the waits and the followers still running then.
+	// closed: it ends the waits (see waiting) and the followers still
+	// running then.
 	open context.Context
 	shut context.CancelCauseFunc
 
@@ -81,17 +82,6 @@ func newClient(cfg clientConfig) *Client {
 // waitersChannel is the channel on which releases announced on channel
 // hand c's waiters the lock, or wake them to try (see keys.ClientChannel).
 func (c *Client) waitersChannel(channel string) string { return keys.ClientChannel(channel, c.id) }
-
-// whileOpen returns ctx, ended also when the client is closed (its cause
-// then notify.ErrClosed), and the function that lets it go.
-func (c *Client) whileOpen(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(c.open, func() { cancel(notify.ErrClosed) })
-	return ctx, func() {
-		stop()
-		cancel(nil)
-	}
-}
 
 func newClientConfig(opts []Option) clientConfig {
 	cfg := clientConfig{prefix: DefaultPrefix, log: slog.New(slog.DiscardHandler)}

@@ -32,7 +32,8 @@
 // # Waiting
 //
 // A caller that waits joins the lock's waiters in Redis and listens on its
-// release channel, over one subscription connection per Client. A release
+// Client's channel of the lock (so that a hand-off wakes its process
+// alone), over one subscription connection per Client. A release
 // hands the lock to the waiters it can let in (for a Mutex or FairMutex
 // exactly one, the first in line; for a Semaphore each waiter in turn
 // whose permits fit; for an Election the first campaigner) with the

@@ -146,7 +146,7 @@ func (h *heartbeats) sendPart(ctx context.Context, beats []*beat, part []int, su
 	sent := time.Now()
 	cmds, _, err := untilDone(ctx, nil, func(ctx context.Context) ([]*redis.Cmd, error) {
 		return sendAll(ctx, h.rdb, sub), nil
-	}, nil)
+	}, nil, nil)
 	replies := make([]beatReply, len(part))
 	for j, i := range part {
 		replies[j] = beatReply{sent: sent, err: errNoReply}

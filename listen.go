@@ -57,13 +57,14 @@ func (l hubListener) subscribe(ctx context.Context, channel, tok string, bell ch
 	return w, nil
 }
 
-// subscribeBounded is c's listener's subscribe returning by ctx's end,
-// run on one of c's workers: the hub may wait for a dial or for another
-// subscription's command on go-redis' own timeouts. A waiter registered
-// after ctx ended is closed, so that no release announcement is spent on
-// it. A Redlock client's fan-in returns by ctx's end by itself.
-func subscribeBounded(ctx context.Context, c *Client, channel, tok string, bell chan struct{}) (waiter, error) {
-	if ctx.Done() == nil || c.nodes != nil {
+// subscribeBounded is c's listener's subscribe returning by ctx's end
+// (and, with stop, as soon as stop closes: see untilDone), run on one of
+// c's workers: the hub may wait for a dial or for another subscription's
+// command on go-redis' own timeouts. A waiter registered after ctx ended
+// is closed, so that no release announcement is spent on it. A Redlock
+// client's fan-in returns by ctx's end by itself.
+func subscribeBounded(ctx context.Context, c *Client, channel, tok string, bell chan struct{}, stop <-chan struct{}) (waiter, error) {
+	if ctx.Done() == nil && stop == nil || c.nodes != nil {
 		return c.listen.subscribe(ctx, channel, tok, bell)
 	}
 	subscribe := func(ctx context.Context) (waiter, error) { return c.listen.subscribe(ctx, channel, tok, bell) }
@@ -71,6 +72,6 @@ func subscribeBounded(ctx context.Context, c *Client, channel, tok string, bell 
 		if w != nil {
 			w.Close()
 		}
-	})
+	}, stop)
 	return w, err
 }

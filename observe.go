@@ -162,7 +162,7 @@ func (f *follower) step(ctx context.Context) (time.Duration, bool) {
 		f.w = nil
 	}
 	if f.w == nil {
-		w, err := subscribeBounded(ctx, f.e.c, f.e.keys.Channel(), notify.Every, f.bell)
+		w, err := subscribeBounded(ctx, f.e.c, f.e.keys.Channel(), notify.Every, f.bell, nil)
 		if err != nil {
 			return f.failed(ctx, "subscribe", err)
 		}

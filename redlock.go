@@ -129,7 +129,7 @@ func (r *redlockMutex) acquire(ctx context.Context, block bool) (*Lease, error) 
 
 func (r *redlockMutex) tryAlone(ctx context.Context, a *acquisition, tok string) (attempt, error) {
 	a.tries++
-	return r.try(ctx, tok, a.tries)
+	return r.try(ctx, tok, int(a.tries))
 }
 
 func (r *redlockMutex) granted(_ *acquisition, t attempt) leaseOps {

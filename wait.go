@@ -40,20 +40,22 @@ type waiting struct {
 	trouble    error         // the last try's transient error, reported if ctx ends first
 	// woken is set while this waiter owes a try to a wake-up it consumed;
 	// if it gives up instead, the wake-up goes to another local waiter.
+	// (The flags sit together: ten thousand waiters keep one waiting
+	// each.)
 	woken bool
 	// answered tells whether the last try's outcome is known; pending,
 	// when not nil, closes once its abandoned request has finished.
 	answered bool
-	pending  <-chan struct{}
+	// waiting is set once the caller waits and the client has hooks;
+	// waitCtx is then the context WaitStart returned.
+	waiting bool
+	pending <-chan struct{}
 	// refused is when the last try that Redis answered without the lock
 	// was sent, and refusedAt the server's clock (µs) when it ran, if the
 	// script tells: a hand-off came after it (see handedOver).
 	refused   time.Time
 	refusedAt int64
-	// waiting is set once the caller waits and the client has hooks;
-	// waitCtx is then the context WaitStart returned.
-	waiting bool
-	waitCtx context.Context
+	waitCtx   context.Context
 	// left marks, on a Redlock client, the nodes where an earlier try may
 	// have left a share it could not give back (see attempt.asked): the
 	// lease releases there too.
@@ -68,7 +70,6 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 	// first try and the wait, and that try needs no second.
 	s.w = c.listen.join(a.listensOn(), tok, s.bell)
 	defer s.close()
-	var unbind func() // set once it waits
 	for {
 		l, next, err := s.try(ctx)
 		if l != nil {
@@ -76,12 +77,6 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 		}
 		if err == nil && !s.waiting && s.c.hooks != nil {
 			s.waiting, s.waitCtx = true, s.c.hooks.waitStart(ctx, s.a.info())
-		}
-		if err == nil && unbind == nil {
-			// A waiter now: Close ends its wait, even in a request that
-			// Redis does not answer.
-			ctx, unbind = c.whileOpen(ctx)
-			defer unbind()
 		}
 		if err == nil && s.w == nil {
 			var subscribed bool
@@ -98,8 +93,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 			}
 		}
 		if err != nil {
-			if context.Cause(ctx) == notify.ErrClosed {
-				err = fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+			if c.open.Err() != nil {
+				// Closed: what is left is given up in the background.
+				return nil, s.quit(c.open, errClosedClient)
 			}
 			return nil, s.quit(ctx, err)
 		}
@@ -111,7 +107,9 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 // ends the wait.
 func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	sent := time.Now()
-	r, pending, err := s.a.run(ctx, s.tok)
+	// Close ends a waiter's wait, even in a request that Redis does not
+	// answer (stop; the other calls of a wait are woken by its bell).
+	r, pending, err := s.a.run(ctx, s.tok, s.c.open.Done())
 	s.pending, s.answered = pending, !unanswered(err)
 	if !r.ok {
 		// A Redlock try, refused or failed, may have left shares it could
@@ -134,6 +132,8 @@ func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 		}
 		next, err := s.refusal(r, sent)
 		return nil, next, err
+	case errors.Is(err, notify.ErrClosed):
+		return nil, 0, err
 	case ctx.Err() == nil && transient(err):
 		s.backoff = grow(s.backoff)
 		s.trouble = err
@@ -237,7 +237,7 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 // whether it did. A transient failure is no error: the waiter then wakes
 // on its timers, and subscribes after its next try. A refusal is.
 func (s *waiting) subscribe(ctx context.Context) (bool, error) {
-	w, err := subscribeBounded(ctx, s.c, s.a.listensOn(), s.tok, s.bell)
+	w, err := subscribeBounded(ctx, s.c, s.a.listensOn(), s.tok, s.bell, s.c.open.Done())
 	switch {
 	case err == nil && w.Detached():
 		// Given up before Redis confirmed it (its node is down, or its
@@ -251,7 +251,7 @@ func (s *waiting) subscribe(ctx context.Context) (bool, error) {
 		s.w, s.subBackoff = w, 0
 		return true, nil
 	case errors.Is(err, notify.ErrClosed):
-		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return false, errClosedClient
 	case ctx.Err() != nil:
 		return false, s.a.failedAfter(ctx, ctx.Err(), s.trouble)
 	case !transient(err):
@@ -297,7 +297,7 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 		select {
 		case <-s.bell:
 			if s.w != nil && s.w.Closed() {
-				return fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
+				return errClosedClient
 			}
 			if br, ok := s.beatReply(); ok {
 				later, replace, err := s.beaten(br)
@@ -319,6 +319,8 @@ func (s *waiting) sleep(ctx context.Context, next time.Duration) error {
 			asleep = false
 		case <-ctx.Done():
 			return s.a.failedAfter(ctx, ctx.Err(), s.trouble)
+		case <-s.c.open.Done(): // one not subscribed has no bell Close rings
+			return errClosedClient
 		}
 	}
 	if s.w != nil && s.w.Detached() {
@@ -372,6 +374,10 @@ func (s *waiting) close() {
 		s.c.beats.leave(s.b)
 	}
 }
+
+// errClosedClient ends a wait, or a call of one, that the client's Close
+// ended.
+var errClosedClient = fmt.Errorf("%w: %w", ErrInvalid, notify.ErrClosed)
 
 // grow is the next backoff after one of d: 10ms, doubling up to a second.
 func grow(d time.Duration) time.Duration {

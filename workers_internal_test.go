@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-dlock/dlock/internal/notify"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
 
@@ -128,7 +129,7 @@ func TestWorkersStuckJobsKeepNoneWaiting(t *testing.T) {
 	occupy(w, gate)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*w.stuck)
 	defer cancel()
-	v, _, err := untilDone(ctx, w, func(context.Context) (int, error) { return 1, nil }, nil)
+	v, _, err := untilDone(ctx, w, func(context.Context) (int, error) { return 1, nil }, nil, nil)
 	if err != nil || v != 1 {
 		t.Fatalf("a job behind %d stuck ones: (%d, %v); want it run", maxWorkers, v, err)
 	}
@@ -175,7 +176,7 @@ func TestWorkersQueuedJobLeavesWithItsCtx(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var ran atomic.Bool
-	_, finished, err := untilDone(ctx, w, func(context.Context) (int, error) { ran.Store(true); return 1, nil }, nil)
+	_, finished, err := untilDone(ctx, w, func(context.Context) (int, error) { ran.Store(true); return 1, nil }, nil, nil)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errNotSent) || unanswered(err) || finished != nil {
 		t.Fatalf("untilDone = (finished %v, %v); want (nil, the deadline, not sent)", finished, err)
 	}
@@ -203,7 +204,7 @@ func TestUntilDoneAbandonedJobFinishesInTheBackground(t *testing.T) {
 		close(started)
 		<-gate
 		return 7, nil
-	}, func(v int) { discarded <- v })
+	}, func(v int) { discarded <- v }, nil)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, errNotSent) || finished == nil || v != 0 {
 		t.Fatalf("untilDone = (%d, finished %v, %v); want (0, a channel, the cancellation, sent)", v, finished, err)
 	}
@@ -222,7 +223,7 @@ func TestUntilDoneAbandonedJobFinishesInTheBackground(t *testing.T) {
 	default:
 		t.Fatal("the abandoned job's result was not discarded by the time finished closed")
 	}
-	v, finished, err = untilDone(context.Background(), w, func(context.Context) (int, error) { return 8, errors.New("eight") }, func(int) { t.Error("a delivered result was discarded") })
+	v, finished, err = untilDone(context.Background(), w, func(context.Context) (int, error) { return 8, errors.New("eight") }, func(int) { t.Error("a delivered result was discarded") }, nil)
 	if v != 8 || err == nil || err.Error() != "eight" || finished != nil {
 		t.Fatalf("untilDone = (%d, finished %v, %v); want (8, nil, eight)", v, finished, err)
 	}
@@ -351,4 +352,24 @@ func TestPausedShardKeepsOtherShardsServed(t *testing.T) {
 	close(stop)
 	resume()
 	wg.Wait()
+}
+
+// TestUntilDoneEndsAtStop: a call given stop (a waiter's, which the
+// client's Close ends) returns errClosedClient as soon as stop closes,
+// though its ctx never ends and Redis has not answered, and finished
+// closes once the job has returned.
+func TestUntilDoneEndsAtStop(t *testing.T) {
+	w := newWorkers()
+	defer w.close()
+	gate, stop := make(chan struct{}), make(chan struct{})
+	go func() { time.Sleep(10 * time.Millisecond); close(stop) }()
+	v, finished, err := untilDone(context.Background(), w, func(context.Context) (int, error) {
+		<-gate
+		return 7, nil
+	}, nil, stop)
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, notify.ErrClosed) || finished == nil || v != 0 {
+		t.Fatalf("untilDone = (%d, finished %v, %v); want (0, a channel, the client closed)", v, finished, err)
+	}
+	close(gate)
+	<-finished
 }

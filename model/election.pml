@@ -16,10 +16,11 @@
  *                           ARGV[5..6]), or joins the queue when refused
  *   lua/queue_release.lua   Resign: the lock goes to a live waiter
  *                           (hand_over, whose message "<tok> <fence> <µs>"
- *                           wakes followers too), or is left free and
+ *                           goes to the waiter's client, then "leader"
+ *                           for followers), or is left free and
  *                           announced ("leader", ARGV[3])
  *   lua/queue_leave.lua     a campaigner that gives up, announcing a lock
- *                           it held and left free
+ *                           it held and left free, or handed on
  *   lua/owner_refresh.lua   a renewal (refresh_owner in lua/lib/owner.lua),
  *                           announcing a lease brought nearer its end
  *   lua/elect_proclaim.lua  Proclaim: a new value, within the term
@@ -214,8 +215,10 @@ inline issue(f) {
 /* handOver is hand_over: the lock just let go goes to a live waiter,
    any one (mutex.pml checks it is the first), until its liveness
    deadline, with a new term and the value it campaigned with; its
-   message "<tok> <fence> <µs>" tells the waiter, and wakes the follower
-   as any payload does. heir is 0 when nobody lives to take it. */
+   message "<tok> <fence> <µs>" tells the waiter, and the "leader" that
+   queue_release.lua sends after it wakes the follower (one message
+   modelled: the follower wakes for any payload). heir is 0 when nobody
+   lives to take it. */
 inline handOver() {
   heir = 0;
   k = 1;
@@ -279,8 +282,8 @@ inline acquire(t) {
   fi
 }
 
-/* release is queue_release.lua for an Election: a lock left free is
-   announced, a hand-over by its own message. */
+/* release is queue_release.lua for an Election: a lock left free or
+   handed over is announced. */
 inline release(t) {
   if
   :: owner == t ->

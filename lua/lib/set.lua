@@ -28,8 +28,9 @@
 --           the member n bytes long ('' for any member)
 -- On a single Redis only KEYS[1] is sent: the script names the others,
 -- KEYS[1] and ':held' and so on, before it starts (loadNaming in
--- scripts.go). The set's waiters listen on its channel, those waiting for
--- a named member on the member's: the set's channel, ':' and the member
+-- scripts.go). The set's waiters for any member listen on their client's
+-- channel of the set (see client_channel), those waiting for a named
+-- member on the member's: the set's channel, ':' and the member
 -- (keys.MemberChannel).
 --
 -- Before this layout a set kept its members in eleven keys, ':held' a
