@@ -49,6 +49,8 @@ type waiting struct {
 	// waiting is set once the caller waits and the client has hooks;
 	// waitCtx is then the context WaitStart returned.
 	waiting bool
+	// tried is set after the first try: the caller waits from then on.
+	tried   bool
 	pending <-chan struct{}
 	// refused is when the last try that Redis answered without the lock
 	// was sent, and refusedAt the server's clock (µs) when it ran, if the
@@ -108,8 +110,15 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 func (s *waiting) try(ctx context.Context) (*Lease, time.Duration, error) {
 	sent := time.Now()
 	// Close ends a waiter's wait, even in a request that Redis does not
-	// answer (stop; the other calls of a wait are woken by its bell).
-	r, pending, err := s.a.run(ctx, s.tok, s.c.open.Done())
+	// answer (stop; the other calls of a wait are woken by its bell). The
+	// first try is not a waiter's yet, and costs no hand-over to a worker
+	// when ctx never ends.
+	var stop <-chan struct{}
+	if s.tried {
+		stop = s.c.open.Done()
+	}
+	s.tried = true
+	r, pending, err := s.a.run(ctx, s.tok, stop)
 	s.pending, s.answered = pending, !unanswered(err)
 	if !r.ok {
 		// A Redlock try, refused or failed, may have left shares it could
