@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/token"
 	"github.com/go-dlock/dlock/internal/watchdog"
 )
@@ -71,14 +72,10 @@ type acquisition struct {
 	n      int64
 	// shared marks the read side of an RWMutex, for hooks.
 	shared bool
-	// byClient marks a caller whose hand-offs and wake-ups come on its
-	// client's channel beside channel (see keys.ClientChannel), not on
-	// channel itself.
-	byClient bool
 	// tries counts a Redlock acquisition's tries, one after another: each
 	// share names the last try that took it up (see redlockMutex.try).
-	// (With the flags above, one word: ten thousand waiters keep one
-	// acquisition each.)
+	// (With shared, one word: ten thousand waiters keep one acquisition
+	// each.)
 	tries int32
 	// err is a bad argument of this call (or the lock's bad name or
 	// option), returned instead of trying.
@@ -139,10 +136,14 @@ func (a *acquisition) try(ctx context.Context, tok string) (attempt, error) {
 	return a.by.(tryer).tryAlone(ctx, a, tok)
 }
 
-// listensOn is the channel a's caller listens on while it waits.
+// listensOn is the channel a's caller listens on while it waits: a
+// queued waiter hears its hand-offs and wake-ups on its client's channel
+// beside a.channel (see keys.ClientChannel), but for a waiter for a named
+// MutexSet member, which shares the member's channel with the others
+// (its removal wakes them all); other callers listen on a.channel.
 func (a *acquisition) listensOn() string {
-	if a.byClient {
-		return a.lock.c.waitersChannel(a.channel)
+	if _, queued := a.by.(queuer); queued && a.member == "" {
+		return keys.ClientChannel(a.channel, a.lock.c.id)
 	}
 	return a.channel
 }

@@ -49,20 +49,20 @@ func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) 
 		var zero T
 		return zero, nil, fmt.Errorf("%w (%w)", ctx.Err(), errNotSent)
 	}
-	ended := ctx.Err
+	err = errClosedClient
 	select {
 	case <-c.done:
 		return c.v, nil, c.err
 	case <-ctx.Done():
+		err = ctx.Err()
 	case <-stop:
-		ended = func() error { return errClosedClient }
 	}
 	if !c.state.CompareAndSwap(callPending, callAbandoned) {
 		<-c.done // it finished as ctx ended: keep its answer
 		return c.v, nil, c.err
 	}
 	var zero T
-	return zero, c.done, ended()
+	return zero, c.done, err
 }
 
 // handed is a call untilDone hands to a worker, in one allocation: a

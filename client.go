@@ -79,10 +79,6 @@ func newClient(cfg clientConfig) *Client {
 		open: open, shut: shut, follows: &follows{by: map[string]*follower{}}, hooks: cfg.hooks, id: id}
 }
 
-// waitersChannel is the channel on which releases announced on channel
-// hand c's waiters the lock, or wake them to try (see keys.ClientChannel).
-func (c *Client) waitersChannel(channel string) string { return keys.ClientChannel(channel, c.id) }
-
 func newClientConfig(opts []Option) clientConfig {
 	cfg := clientConfig{prefix: DefaultPrefix, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {

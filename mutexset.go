@@ -333,7 +333,7 @@ func (s *MutexSet) Status(ctx context.Context) (Status, error) {
 // will wait (block) joins the queue.
 func (s *MutexSet) acquisition(member string, block bool) *acquisition {
 	a := s.lock.acquisition(s, s.keys.Channel(), block)
-	a.member, a.byClient = member, member == ""
+	a.member = member
 	if member != "" {
 		a.what = fmt.Sprintf("member of mutex set %q", s.name)
 		a.name = member

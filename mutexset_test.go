@@ -1560,13 +1560,7 @@ func TestSetConvertsOlderLayout(t *testing.T) {
 func TestSetLeavesNoTokenBehind(t *testing.T) {
 	srv, ctx := serve(t)
 	rdb := srv.Client(t)
-	c, _, _ := newClient(t, srv)
-	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "tokens")
-	s := c.MutexSet("tokens", dlock.WithTTL(time.Minute))
-	short := c.MutexSet("tokens", dlock.WithTTL(30*time.Millisecond), dlock.WithAutoRefresh(false))
-	if err := s.Add(ctx, "a", "b", "c"); err != nil {
-		t.Fatal(err)
-	}
+	s, short, key := setWithShortLeases(t, srv, "tokens", "a", "b", "c")
 	want := func(n int, when string) {
 		t.Helper()
 		if got := setTokens(t, rdb, key); got != n {
@@ -1582,15 +1576,7 @@ func TestSetLeavesNoTokenBehind(t *testing.T) {
 	mustUnlock(t, la)
 	want(0, "once a, being removed, was released")
 	// Ran out while being removed, then found by TryAcquireMember.
-	lb, err := short.TryAcquireMember(ctx, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Remove(ctx, "b"); err != nil {
-		t.Fatal(err)
-	}
-	<-lb.Lost()
-	time.Sleep(50 * time.Millisecond) // Lost comes before Redis' end of the lease
+	removedAsItsHolderDies(t, s, short, "b")
 	if _, err := s.TryAcquireMember(ctx, "b"); !errors.Is(err, dlock.ErrNoMember) {
 		t.Errorf("TryAcquireMember(b) after its removal's lease ran out: %v; want ErrNoMember", err)
 	}
@@ -1710,22 +1696,8 @@ func TestSetOlderLayoutAtRestKeepsItsOrder(t *testing.T) {
 func TestSetRemovedMemberLeavesWhenItsLeaseRunsOut(t *testing.T) {
 	srv, ctx := serve(t)
 	rdb := srv.Client(t)
-	c, _, _ := newClient(t, srv)
-	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "named")
-	s := c.MutexSet("named", dlock.WithTTL(time.Minute))
-	short := c.MutexSet("named", dlock.WithTTL(30*time.Millisecond), dlock.WithAutoRefresh(false))
-	if err := s.Add(ctx, "a", "b"); err != nil {
-		t.Fatal(err)
-	}
-	la, err := short.TryAcquireMember(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Remove(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
-	<-la.Lost() // its holder died: never released
-	time.Sleep(50 * time.Millisecond)
+	s, short, key := setWithShortLeases(t, srv, "named", "a", "b")
+	removedAsItsHolderDies(t, s, short, "a")
 	for range 3 {
 		mustUnlock(t, mustAcquireMember(t, s, "b"))
 	}
@@ -1741,6 +1713,36 @@ func TestSetRemovedMemberLeavesWhenItsLeaseRunsOut(t *testing.T) {
 	if f := rdb.HKeys(ctx, key.Part("held")).Val(); !slices.Equal(f, []string{"b"}) {
 		t.Errorf("records %q; want b's alone", f)
 	}
+}
+
+// setWithShortLeases adds members to the set called name, and returns
+// two handles of it on one client, s with a minute's TTL and short with
+// leases of 30ms that renew nothing (a holder that dies), and its keys.
+func setWithShortLeases(t *testing.T, srv *redistest.Server, name string, members ...string) (s, short *dlock.MutexSet, key keys.Lock) {
+	t.Helper()
+	c, _, _ := newClient(t, srv)
+	s = c.MutexSet(name, dlock.WithTTL(time.Minute))
+	short = c.MutexSet(name, dlock.WithTTL(30*time.Millisecond), dlock.WithAutoRefresh(false))
+	if err := s.Add(t.Context(), members...); err != nil {
+		t.Fatal(err)
+	}
+	return s, short, keys.For(dlock.DefaultPrefix, keys.KindSet, name)
+}
+
+// removedAsItsHolderDies takes member m with short (see
+// setWithShortLeases), removes it with s, and returns once its lease has
+// run out unreleased, as when its holder died.
+func removedAsItsHolderDies(t *testing.T, s, short *dlock.MutexSet, m string) {
+	t.Helper()
+	l, err := short.TryAcquireMember(t.Context(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Lost()
+	time.Sleep(50 * time.Millisecond) // Lost comes before Redis' end of the lease
 }
 
 // olderSetAtRest writes the set called name as an older dlock leaves it

@@ -99,7 +99,6 @@ func (q *queued) Status(ctx context.Context) (Status, error) {
 // on its client's channel.
 func (q *queued) acquisition(wait bool, meta string) *acquisition {
 	a := q.lock.acquisition(q, q.keys.Channel(), wait)
-	a.byClient = true
 	a.meta = meta
 	return a
 }

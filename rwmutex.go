@@ -159,9 +159,7 @@ func (rw *RWMutex) writersChannel() string { return rw.keys.SideChannel("w") }
 // intention, under PreferWriters). Writers are handed the lock on their
 // client's channel; readers are woken together on theirs.
 func (rw *RWMutex) writer(block bool) *acquisition {
-	a := rw.acquisition(rw, rw.writersChannel(), block)
-	a.byClient = true
-	return a
+	return rw.acquisition(rw, rw.writersChannel(), block)
 }
 
 func (rw *RWMutex) tryScript(a *acquisition, tok string, join int) scriptCall {

@@ -167,7 +167,6 @@ func (s *Semaphore) check(n int64) error {
 // on each waiter's client's channel.
 func (s *Semaphore) acquisition(n int64, block bool) *acquisition {
 	a := s.lock.acquisition(s, s.keys.Channel(), block)
-	a.byClient = true
 	a.n, a.err = n, s.check(n)
 	return a
 }

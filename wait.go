@@ -70,7 +70,8 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 	s := &waiting{c: c, a: a, tok: tok, bell: make(chan struct{}, 1), stallClock: time.Now(), answered: true}
 	// Listening already: then no release can go unheard between the
 	// first try and the wait, and that try needs no second.
-	s.w = c.listen.join(a.listensOn(), tok, s.bell)
+	channel := a.listensOn()
+	s.w = c.listen.join(channel, tok, s.bell)
 	defer s.close()
 	for {
 		l, next, err := s.try(ctx)
@@ -82,7 +83,7 @@ func (c *Client) wait(ctx context.Context, a *acquisition, tok string) (*Lease, 
 		}
 		if err == nil && s.w == nil {
 			var subscribed bool
-			if subscribed, err = s.subscribe(ctx); subscribed {
+			if subscribed, err = s.subscribe(ctx, channel); subscribed {
 				continue // a release may have come before the subscription
 			}
 		}
@@ -242,11 +243,12 @@ func (s *waiting) refusal(r attempt, sent time.Time) (time.Duration, error) {
 	return next, nil
 }
 
-// subscribe registers the waiter for release announcements and reports
-// whether it did. A transient failure is no error: the waiter then wakes
-// on its timers, and subscribes after its next try. A refusal is.
-func (s *waiting) subscribe(ctx context.Context) (bool, error) {
-	w, err := subscribeBounded(ctx, s.c, s.a.listensOn(), s.tok, s.bell, s.c.open.Done())
+// subscribe registers the waiter for release announcements on channel
+// (see acquisition.listensOn) and reports whether it did. A transient
+// failure is no error: the waiter then wakes on its timers, and
+// subscribes after its next try. A refusal is.
+func (s *waiting) subscribe(ctx context.Context, channel string) (bool, error) {
+	w, err := subscribeBounded(ctx, s.c, channel, s.tok, s.bell, s.c.open.Done())
 	switch {
 	case err == nil && w.Detached():
 		// Given up before Redis confirmed it (its node is down, or its

@@ -20,12 +20,6 @@ const Size = 16
 // the same length.
 const ClientSize = 4
 
-// New returns a fresh token of no client: Size bytes from crypto/rand,
-// hex encoded.
-func New() (string, error) {
-	return Of("")
-}
-
 // Client returns a fresh client id: ClientSize bytes from crypto/rand,
 // hex encoded. Two clients that draw the same id hear each other's
 // hand-offs, as every client waiting for a lock did before ids: nothing
@@ -38,20 +32,19 @@ func Client() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// Of returns a fresh token of the client id (one Client made, or "" for
-// none): the id, then bytes from crypto/rand up to Size bytes in all, hex
-// encoded. One allocation.
+// Of returns a fresh token of the client id (one Client made): the id,
+// then Size-ClientSize bytes from crypto/rand, hex encoded. One
+// allocation.
 func Of(id string) (string, error) {
-	if id != "" && len(id) != 2*ClientSize {
+	if len(id) != 2*ClientSize {
 		return "", fmt.Errorf("dlock: client id %q is not %d hex digits", id, 2*ClientSize)
 	}
-	var r [Size]byte
-	k := Size - len(id)/2
-	if _, err := rand.Read(r[:k]); err != nil {
+	var r [Size - ClientSize]byte
+	if _, err := rand.Read(r[:]); err != nil {
 		return "", fmt.Errorf("dlock: reading random token: %w", err)
 	}
 	var out [2 * Size]byte
 	copy(out[:], id)
-	hex.Encode(out[len(id):], r[:k])
+	hex.Encode(out[len(id):], r[:])
 	return string(out[:]), nil
 }
