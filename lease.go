@@ -28,8 +28,12 @@ type Lease struct {
 	// not make.
 	c *Client
 
-	lost     chan struct{}
-	lostOnce sync.Once
+	// lostMu guards lost: Lost()'s channel, made at its first call (a
+	// lease whose holder never asks costs none), and closed, or set to
+	// watchdog.Closed, once the lease is known lost; gone says it is.
+	lostMu sync.Mutex
+	lost   chan struct{}
+	gone   atomic.Bool
 	// hooked, when the client has hooks, calls them for the lease.
 	hooked *hooked
 
@@ -84,7 +88,7 @@ var errGone = errors.New("lease gone")
 //
 // hk, if not nil, calls the client's hooks for the lease.
 func newLease(c *Client, name, token string, fence uint64, ops leaseOps, cfg lockConfig, sent time.Time, held time.Duration, first bool, hk *hooked) *Lease {
-	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, lost: make(chan struct{}), c: c, hooked: hk}
+	l := &Lease{name: name, token: token, fence: fence, ops: ops, ttl: cfg.ttl, c: c, hooked: hk}
 	if cfg.ttl == 0 {
 		return l
 	}
@@ -201,8 +205,15 @@ func (l *Lease) Fence() uint64 { return l.fence }
 // Lost returns a channel that is closed once the lease is known lost: a
 // renewal found it gone, or Redis could not be reached before its TTL ran
 // out. It closes before another client could have been given the lock. It
-// is not closed by Unlock.
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
+// is not closed by Unlock. Every call returns the same channel.
+func (l *Lease) Lost() <-chan struct{} {
+	l.lostMu.Lock()
+	defer l.lostMu.Unlock()
+	if l.lost == nil {
+		l.lost = make(chan struct{})
+	}
+	return l.lost
+}
 
 // Refresh extends the lease to ttl from now, and makes ttl the TTL of
 // later automatic renewals. It returns ErrLost, and closes Lost(), when the
@@ -606,19 +617,22 @@ func (l *Lease) errUnlocked() error {
 	return fmt.Errorf("%w: lease of %q already unlocked", ErrInvalid, l.name)
 }
 
-func (l *Lease) isLost() bool {
-	select {
-	case <-l.lost:
-		return true
-	default:
-		return false
-	}
-}
+// isLost reports whether the lease is known lost (Lost() is closed).
+func (l *Lease) isLost() bool { return l.gone.Load() }
 
 // markLost closes Lost() and ends the lease's holding for reason, unless
 // it ended already.
 func (l *Lease) markLost(reason LostReason) {
-	l.lostOnce.Do(func() { close(l.lost) })
+	l.lostMu.Lock()
+	if !l.gone.Load() {
+		l.gone.Store(true)
+		if l.lost == nil {
+			l.lost = watchdog.Closed
+		} else {
+			close(l.lost)
+		}
+	}
+	l.lostMu.Unlock()
 	l.ended(reason)
 }
 

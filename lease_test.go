@@ -470,6 +470,34 @@ func TestRefreshAfterUnlockIsErrLost(t *testing.T) {
 	}
 }
 
+// TestLostAskedBeforeOrAfterTheLoss: Lost()'s channel is made at its
+// first call; asked before the loss it closes at the loss, asked only
+// after it is closed already, and every call gives one channel.
+func TestLostAskedBeforeOrAfterTheLoss(t *testing.T) {
+	srv, ctx := serve(t)
+	c, rdb, _ := newClient(t, srv)
+	before := mustTake(t, ctx, c.Mutex("lost-before").TryLock)
+	after := mustTake(t, ctx, c.Mutex("lost-after").TryLock)
+	asked := before.Lost()
+	if isClosed(asked) {
+		t.Fatal("Lost() closed while the lease is held")
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*dlock.Lease{before, after} {
+		if err := l.Refresh(ctx, time.Second); !errors.Is(err, dlock.ErrLost) {
+			t.Fatalf("Refresh of %s after FLUSHALL: %v, want ErrLost", l.Name(), err)
+		}
+	}
+	if !isClosed(asked) || asked != before.Lost() {
+		t.Errorf("Lost() asked before the loss: closed %v, the same channel after %v; want both", isClosed(asked), asked == before.Lost())
+	}
+	if first := after.Lost(); !isClosed(first) || first != after.Lost() {
+		t.Errorf("Lost() asked only after the loss: closed %v, one channel %v; want both", isClosed(first), first == after.Lost())
+	}
+}
+
 // TestRefreshAfterFailedUnlock: Unlock's release runs in Redis but
 // its ctx ends before the reply, so that Unlock stops waiting for it (the
 // release goes on in the background).

@@ -42,7 +42,7 @@ func (lp *Loop) StartRenewing(cfg Config, deadline time.Time) *Watchdog {
 }
 
 func (lp *Loop) start(cfg Config, deadline time.Time, first bool) *Watchdog {
-	d := &Watchdog{loop: lp, cfg: cfg, done: make(chan struct{})}
+	d := &Watchdog{loop: lp, cfg: cfg}
 	d.w = newWatch(d, deadline, first)
 	lp.do(func(s *state) { heap.Push(&s.watches, d.w) })
 	return d

@@ -346,7 +346,7 @@ func (s *state) end(w *watch) {
 	if w.index >= 0 {
 		s.stop(w)
 	}
-	close(w.d.done)
+	w.d.finish()
 }
 
 // stop removes w from the loop: it answers every caller still waiting and

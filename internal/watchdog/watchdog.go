@@ -90,6 +90,10 @@ type Watchdog struct {
 	// once is Stop's or the loss's, whichever comes first: OnLost is
 	// not called after Stop, and a Stop during OnLost waits for it.
 	once sync.Once
+	// done, under the loop's mutex, is closed once the watch has ended
+	// (see ended): made only for a caller that waits before then, and
+	// otherwise set to Closed at the end, so that a lease that ends
+	// by Stop, as most do, costs no channel.
 	done chan struct{}
 	// deadline, ttl and lapse are valid once done is closed.
 	deadline time.Time
@@ -124,8 +128,9 @@ func StartRenewing(cfg Config, deadline time.Time) *Watchdog {
 // Renew's error, ctx.Err() if ctx ends first (the renewal still counts
 // when it completes), or ErrStopped.
 func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
+	done := d.ended()
 	select {
-	case <-d.done:
+	case <-done:
 		return ErrStopped
 	default:
 	}
@@ -136,7 +141,7 @@ func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 		if err == ErrStopped {
 			// Stopped by a loss, perhaps: told (OnLost) before this.
 			select {
-			case <-d.done:
+			case <-done:
 			case <-ctx.Done():
 			}
 		}
@@ -152,17 +157,52 @@ func (d *Watchdog) Refresh(ctx context.Context, ttl time.Duration) error {
 // from which a new Watchdog can take over. The deadline counts a renewal
 // in flight as one that Redis may still apply.
 func (d *Watchdog) Stop() (deadline time.Time, ttl time.Duration) {
-	d.once.Do(func() { d.loop.do(func(s *state) { s.end(d.w) }) })
-	<-d.done
+	ended := false
+	d.once.Do(func() {
+		d.loop.do(func(s *state) { s.end(d.w) })
+		ended = true // here: no wait, and no channel
+	})
+	if !ended {
+		<-d.ended() // a loss's OnLost came first
+	}
 	return d.deadline, d.ttl
 }
 
 // Lapse returns, once the watch has ended, the cause a loss at the
 // deadline it reached would have had: ErrUnconfirmed or ErrExpired.
 func (d *Watchdog) Lapse() error {
-	<-d.done
+	<-d.ended()
 	return d.lapse
 }
+
+// ended returns a channel that is closed once the watch has ended.
+func (d *Watchdog) ended() <-chan struct{} {
+	d.loop.mu.Lock()
+	defer d.loop.mu.Unlock()
+	if d.done == nil {
+		d.done = make(chan struct{})
+	}
+	return d.done
+}
+
+// finish closes done, or makes it Closed when nobody waits yet; the
+// caller holds the loop's mutex.
+func (d *Watchdog) finish() {
+	if d.done == nil {
+		d.done = Closed
+		return
+	}
+	close(d.done)
+}
+
+// Closed is a channel closed from the start: done for a watch that
+// ended before anyone waited, and any other channel made only when asked
+// for (a lease's Lost()) that closed before it was.
+var Closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // lost calls OnLost with cause, and then closes done, unless Stop came
 // first (which closes done itself).
@@ -173,7 +213,9 @@ func (d *Watchdog) lost(cause error) {
 		d.cfg.OnLost(cause)
 	})
 	if told {
-		close(d.done)
+		d.loop.mu.Lock()
+		d.finish()
+		d.loop.mu.Unlock()
 	}
 }
 
