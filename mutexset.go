@@ -115,11 +115,22 @@ type converter interface {
 // script meets at its first read on a set in the older layout, before
 // it writes anything (see lua/lib/set.lua), and reports whether it did.
 func (s *MutexSet) converted(ctx context.Context, err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) || !strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+	if !wrongType(err) {
 		return false
 	}
-	return setConvert.Run(ctx, s.c.rdb, s.layoutKeys()).Err() == nil
+	_, cerr := s.convert(ctx)
+	return cerr == nil
+}
+
+// wrongType reports whether err is Redis' WRONGTYPE.
+func wrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
+// convert converts a set in the older layout (set_convert.lua).
+func (s *MutexSet) convert(ctx context.Context) (any, error) {
+	return setConvert.Run(ctx, s.c.rdb, s.layoutKeys()).Result()
 }
 
 // runSet is run for a set script, run again once the set is converted
@@ -201,13 +212,17 @@ func (s *MutexSet) evalLayout(ctx context.Context, op string, sc *redis.Script, 
 }
 
 // evalSet is evalSlice for a script that may meet the older layout: it
-// runs again once the set is converted (see converted).
+// runs again once the set is converted (see converted), the conversion
+// bounded by ctx as the script is.
 func (s *MutexSet) evalSet(ctx context.Context, op string, sc *redis.Script, n int, args ...any) ([]any, error) {
 	v, err := s.evalSlice(ctx, op, sc, n, args...)
-	if s.converted(ctx, err) {
-		v, err = s.evalSlice(ctx, op, sc, n, args...)
+	if !wrongType(err) {
+		return v, err
 	}
-	return v, err
+	if _, err := bounded(ctx, s.c, s.convert); err != nil {
+		return nil, s.fail(op, err)
+	}
+	return s.evalSlice(ctx, op, sc, n, args...)
 }
 
 // TryAcquire takes the least recently used free member, in one round

@@ -1468,29 +1468,13 @@ func TestSetConvertsOlderLayout(t *testing.T) {
 	c, _, _ := newClient(t, srv)
 	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "old")
 	now := time.Now()
-	later := now.Add(time.Minute).UnixMilli()
 	since := now.Add(-time.Second).UnixMilli()
 	old := func() {
 		t.Helper()
-		p := rdb.TxPipeline()
-		p.FlushAll(ctx)
-		for _, m := range []string{"a", "b", "c", "d", "e"} {
-			p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
-		}
-		p.ZAdd(ctx, key.Part("held"), redis.Z{Member: "a", Score: float64(later)}, redis.Z{Member: "d", Score: float64(later)})
-		p.HSet(ctx, key.Part("owner"), "a", "toka", "d", "tokd")
-		p.HSet(ctx, key.Part("leases"), "toka", "a", "tokd", "d")
-		p.HSet(ctx, key.Part("meta"), "a", "meta of a")
-		p.HSet(ctx, key.Part("since"), "a", since, "d", since)
-		p.HSet(ctx, key.Part("fences"), "a", 100, "b", 50, "d", 120)
-		p.SAdd(ctx, key.Part("removing"), "d")
-		// c never used, then e and b used in that order.
-		p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "e", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
-			redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
-		p.Set(ctx, key.Part("last"), 200, 0)
-		if _, err := p.Exec(ctx); err != nil {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
+		olderSetWithLeases(t, rdb, key, now)
 	}
 	s := c.MutexSet("old", dlock.WithTTL(time.Minute))
 	old()
@@ -1743,6 +1727,89 @@ func removedAsItsHolderDies(t *testing.T, s, short *dlock.MutexSet, m string) {
 	}
 	<-l.Lost()
 	time.Sleep(50 * time.Millisecond) // Lost comes before Redis' end of the lease
+}
+
+// olderSetWithLeases writes the set of keys key as an older dlock kept it
+// in eleven keys at now: members a to e, a held with metadata and d held
+// and removed (both until a minute on, since a second ago; fences 100
+// and 120), c never used, then e and b used in that order (b's fence
+// 50), and 200 the set's last fence.
+func olderSetWithLeases(t *testing.T, rdb redis.UniversalClient, key keys.Lock, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	later, since := now.Add(time.Minute).UnixMilli(), now.Add(-time.Second).UnixMilli()
+	p := rdb.TxPipeline()
+	for _, m := range []string{"a", "b", "c", "d", "e"} {
+		p.ZAdd(ctx, key.Key(), redis.Z{Member: m})
+	}
+	p.ZAdd(ctx, key.Part("held"), redis.Z{Member: "a", Score: float64(later)}, redis.Z{Member: "d", Score: float64(later)})
+	p.HSet(ctx, key.Part("owner"), "a", "toka", "d", "tokd")
+	p.HSet(ctx, key.Part("leases"), "toka", "a", "tokd", "d")
+	p.HSet(ctx, key.Part("meta"), "a", "meta of a")
+	p.HSet(ctx, key.Part("since"), "a", since, "d", since)
+	p.HSet(ctx, key.Part("fences"), "a", 100, "b", 50, "d", 120)
+	p.SAdd(ctx, key.Part("removing"), "d")
+	p.ZAdd(ctx, key.Part("free"), redis.Z{Member: "c"}, redis.Z{Member: "e", Score: float64(now.Add(-2 * time.Second).UnixMicro())},
+		redis.Z{Member: "b", Score: float64(now.Add(-time.Second).UnixMicro())})
+	p.Set(ctx, key.Part("last"), 200, 0)
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSetConversionEndsWithCtx: a call that meets a set in the older
+// layout converts it first; a conversion that Redis does not answer ends
+// with the caller's ctx, as the call's own script does, and not at
+// go-redis' read timeout.
+func TestSetConversionEndsWithCtx(t *testing.T) {
+	srv, ctx := serve(t)
+	key := keys.For(dlock.DefaultPrefix, keys.KindSet, "silent")
+	olderSetWithLeases(t, srv.Client(t), key, time.Now())
+	h := &silentAfterWrongType{until: make(chan struct{})}
+	defer close(h.until)
+	rdb := srv.Client(t)
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.MutexSet("silent").Status(sctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !h.met.Load() {
+			t.Errorf("Status whose conversion Redis leaves unanswered: %v (WRONGTYPE met %v); want its ctx's deadline", err, h.met.Load())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Status still waits for the conversion 5s after its ctx's deadline")
+	}
+}
+
+// silentAfterWrongType is a go-redis hook under which Redis answers
+// nothing more, until until closes, once it has replied WRONGTYPE.
+type silentAfterWrongType struct {
+	met   atomic.Bool
+	until chan struct{}
+}
+
+func (h *silentAfterWrongType) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *silentAfterWrongType) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *silentAfterWrongType) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.met.Load() {
+			<-h.until
+		}
+		err := next(ctx, cmd)
+		if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			h.met.Store(true)
+		}
+		return err
+	}
 }
 
 // olderSetAtRest writes the set called name as an older dlock leaves it
