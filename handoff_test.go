@@ -17,6 +17,7 @@ import (
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
+	"github.com/go-dlock/dlock/internal/token"
 )
 
 // queuedLock is a Mutex, a FairMutex, the write side of an RWMutex, a
@@ -240,7 +241,7 @@ func TestHandOffMessageOnItsChannel(t *testing.T) {
 			if !ok {
 				t.Fatalf("first message after the release: %#v; want a message", msg)
 			}
-			if want := keys.ClientChannel(keys.For(prefix, kind, name).Channel(), m.Payload[:8]); m.Channel != want {
+			if want := waitersChannel(keys.For(prefix, kind, name).Channel(), m.Payload); m.Channel != want {
 				t.Errorf("first message after the release: %#v; want one on %q", msg, want)
 			}
 		})
@@ -278,7 +279,7 @@ func TestHandOffWakesOnlyItsWaitersProcess(t *testing.T) {
 
 			heard := map[string]int64{}
 			for _, tok := range queued {
-				heard[keys.ClientChannel(base, tok[:8])] = 1
+				heard[waitersChannel(base, tok)] = 1
 			}
 			heard[base] = 0
 			for ch, want := range heard {
@@ -297,7 +298,7 @@ func TestHandOffWakesOnlyItsWaitersProcess(t *testing.T) {
 				mustUnlock(t, h)
 				// Past an Election's announcements, for its observers.
 				m := nextMessage(t, all, func(m *redis.Message) bool { return m.Channel == base && m.Payload == "leader" })
-				if want := keys.ClientChannel(base, tok[:8]); m.Channel != want || !strings.HasPrefix(m.Payload, tok) {
+				if want := waitersChannel(base, tok); m.Channel != want || !strings.HasPrefix(m.Payload, tok) {
 					t.Fatalf("message after release %d: %#v; want one for %s on %q", i+1, m, tok, want)
 				}
 				if h = <-leases; h == nil {
@@ -319,6 +320,13 @@ func handOffChannel(kindName, name string) (keys.Lock, string) {
 		return lk, lk.SideChannel("w")
 	}
 	return lk, lk.Channel()
+}
+
+// waitersChannel is the channel beside base on which the waiters of the
+// client that made tok (or a message that starts with it) hear their
+// hand-offs: a token starts with its client's id (token.Of).
+func waitersChannel(base, tok string) string {
+	return keys.ClientChannel(base, tok[:2*token.ClientSize])
 }
 
 // nextMessage returns the next message sub receives but those skip

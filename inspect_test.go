@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-dlock/dlock"
-	"github.com/go-dlock/dlock/internal/keys"
 	"github.com/go-dlock/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -291,7 +290,7 @@ func TestForceUnlockWakesWaitersOnTheirClientsChannels(t *testing.T) {
 			}
 			want := map[string]bool{base: true}
 			for _, tok := range queued {
-				want[keys.ClientChannel(base, tok[:8])] = true
+				want[waitersChannel(base, tok)] = true
 			}
 			if len(want) != 3 {
 				t.Fatalf("channels %v: want the lock's and two clients'", want)
