@@ -127,9 +127,10 @@ var (
 func (a *acquisition) try(ctx context.Context, tok string) (attempt, error) {
 	if q, ok := a.by.(queuer); ok {
 		call := q.tryScript(a, tok, a.join)
-		cmd := call.run(ctx, a.lock.c.rdb)
+		rdb := a.lock.c.scripter(ctx)
+		cmd := call.run(ctx, rdb)
 		if c, ok := a.by.(converter); ok && c.converted(ctx, cmd.Err()) {
-			cmd = call.run(ctx, a.lock.c.rdb)
+			cmd = call.run(ctx, rdb)
 		}
 		return q.parseTry(cmd.Result())
 	}

@@ -423,7 +423,10 @@ func commandMicros(b *testing.B, rdb *redis.Client) int64 {
 // bench), each taking and releasing a key of its own
 // (Lock+Unlock), beside the bare protocol on the same Redis. ns/op is per
 // pair, all goroutines together; redis-cpu-µs/op the CPU Redis used per
-// pair (INFO cpu), and the client's CPU per pair is the profile's.
+// pair (INFO cpu), and the client's CPU per pair is the profile's. Each
+// runs with context.Background() and, as the bench does, with a ctx that
+// has a deadline: dlock then runs its calls on workers, whose scripts go
+// to Redis together (see pipeliner).
 func BenchmarkOwnKeys(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64 }) // as the bench module's
@@ -436,28 +439,41 @@ func BenchmarkOwnKeys(b *testing.B) {
 		{"Mutex", func(i int) tryFunc { return leaseTry(c.Mutex(fmt.Sprint("own-", i)).Lock) }},
 		{"floor", func(i int) tryFunc { return floorTry(rdb, fmt.Sprint("floor-", i)) }},
 	} {
-		b.Run(p.name, func(b *testing.B) {
-			var next atomic.Int64
-			b.SetParallelism(128)
-			cpu := redistest.CPUMicros(b, rdb)
-			b.ResetTimer()
-			defer func() {
-				b.ReportMetric(float64(redistest.CPUMicros(b, rdb)-cpu)/float64(b.N), "redis-cpu-µs/op")
-			}()
-			b.RunParallel(func(pb *testing.PB) {
-				try := p.mk(int(next.Add(1)))
-				ctx := context.Background()
-				for pb.Next() {
-					unlock, err := try(ctx)
-					if err == nil {
-						err = unlock(ctx)
-					}
-					if err != nil {
-						b.Error(err)
-						return
-					}
-				}
+		for _, deadline := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/deadline=%t", p.name, deadline), func(b *testing.B) {
+				benchOwnKeys(b, rdb, p.mk, deadline)
 			})
-		})
+		}
 	}
+}
+
+// benchOwnKeys is one run of BenchmarkOwnKeys: try on a key of its own
+// per goroutine, with a ctx that has a deadline or never ends.
+func benchOwnKeys(b *testing.B, rdb *redis.Client, mk func(i int) tryFunc, deadline bool) {
+	var next atomic.Int64
+	b.SetParallelism(128)
+	cpu := redistest.CPUMicros(b, rdb)
+	b.ResetTimer()
+	defer func() {
+		b.ReportMetric(float64(redistest.CPUMicros(b, rdb)-cpu)/float64(b.N), "redis-cpu-µs/op")
+	}()
+	b.RunParallel(func(pb *testing.PB) {
+		try := mk(int(next.Add(1)))
+		ctx := context.Background()
+		if deadline {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Hour)
+			defer cancel()
+		}
+		for pb.Next() {
+			unlock, err := try(ctx)
+			if err == nil {
+				err = unlock(ctx)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

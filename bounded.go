@@ -128,8 +128,27 @@ func selfBounded(ctx context.Context, rdb redis.UniversalClient) bool {
 	return false
 }
 
+// scripter is where a call sends its scripts: through the client's
+// pipeliner, but for a ctx whose deadline go-redis honours (see
+// selfBounded), which goes straight to rdb: the pipeline it may wait for
+// is sent by another caller, with no deadline.
+func (c *Client) scripter(ctx context.Context) redis.Scripter {
+	if c.pipe == nil || ctx.Done() != nil && selfBounded(ctx, c.rdb) {
+		return c.rdb
+	}
+	return c.pipe.scripter
+}
+
+// scripterOnce is scripter for scripts sent once (see once).
+func (c *Client) scripterOnce(ctx context.Context) redis.Scripter {
+	if c.pipeOnce == nil || ctx.Done() != nil && selfBounded(ctx, c.rdb) {
+		return once{c.rdb}
+	}
+	return c.pipeOnce.scripter
+}
+
 // eval runs script s on c's Redis through bounded and reads its reply
 // with read: (*redis.Cmd).Slice, (*redis.Cmd).Int...
 func eval[T any](ctx context.Context, c *Client, s *redis.Script, read func(*redis.Cmd) (T, error), keys []string, args ...any) (T, error) {
-	return bounded(ctx, c, func(ctx context.Context) (T, error) { return read(s.Run(ctx, c.rdb, keys, args...)) })
+	return bounded(ctx, c, func(ctx context.Context) (T, error) { return read(s.Run(ctx, c.scripter(ctx), keys, args...)) })
 }

@@ -36,9 +36,16 @@ func (o once) EvalSha(ctx context.Context, sha1 string, keys []string, args ...a
 	return o.send(ctx, "evalsha", sha1, keys, args)
 }
 
-// send builds the command as go-redis' Eval and EvalSha do, and has it
-// sent at most once.
+// send has the command sent at most once.
 func (o once) send(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
+	cmd := scriptCmd(ctx, name, body, keys, args)
+	_ = o.Process(ctx, sentOnce{cmd})
+	return cmd
+}
+
+// scriptCmd builds a script's command, name "eval" or "evalsha", as
+// go-redis' Eval and EvalSha do.
+func scriptCmd(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, body, len(keys))
 	for _, k := range keys {
@@ -48,7 +55,6 @@ func (o once) send(ctx context.Context, name, body string, keys []string, args [
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
-	_ = o.Process(ctx, sentOnce{cmd})
 	return cmd
 }
 

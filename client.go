@@ -31,6 +31,9 @@ type Client struct {
 
 	giveUps *giveUps // withdrawals of failed acquisitions still running
 	work    *workers // run the calls their callers may abandon (see bounded)
+	// pipe and pipeOnce send the scripts of the calls on workers together
+	// when they come together (nil on a Cluster or a Redlock client).
+	pipe, pipeOnce *pipeliner
 	// open ends, with the cause notify.ErrClosed, when the client is
 	// closed: it ends the waits (see waiting) and the followers still
 	// running then.
@@ -65,6 +68,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalid)
 		return c
 	}
+	c.pipe, c.pipeOnce = newPipeliners(rdb)
 	c.hub = notify.New(rdb, c.log)
 	c.listen = hubListener{c.hub}
 	return c

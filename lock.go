@@ -93,12 +93,12 @@ func newLock(c *Client, k kind, name string, opts []LockOption, parts ...string)
 
 // run sends one of the lock's scripts; callers bound it (see bounded).
 func (l *lock) run(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
-	return s.Run(ctx, l.c.rdb, l.kl, args...)
+	return s.Run(ctx, l.c.scripter(ctx), l.kl, args...)
 }
 
 // runOnce is run for a script that must not run twice unseen (see once).
 func (l *lock) runOnce(ctx context.Context, s *redis.Script, args ...any) *redis.Cmd {
-	return s.Run(ctx, once{l.c.rdb}, l.kl, args...)
+	return s.Run(ctx, l.c.scripterOnce(ctx), l.kl, args...)
 }
 
 // eval runs one of the lock's scripts for a public call that does op
