@@ -31,8 +31,9 @@ type Client struct {
 
 	giveUps *giveUps // withdrawals of failed acquisitions still running
 	work    *workers // run the calls their callers may abandon (see bounded)
-	// pipe and pipeOnce send the scripts of the calls on workers together
-	// when they come together (nil on a Cluster or a Redlock client).
+	// pipe and pipeOnce send the scripts of calls that come together in
+	// one pipeline (nil but on a single Redis or a Sentinel-managed
+	// master: see newPipeliners).
 	pipe, pipeOnce *pipeliner
 	// open ends, with the cause notify.ErrClosed, when the client is
 	// closed: it ends the waits (see waiting) and the followers still

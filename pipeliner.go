@@ -19,17 +19,17 @@ const (
 	maxPipelined = 128
 )
 
-// pipeliner sends the script runs of calls that run on the client's
-// workers (see bounded), many at a time from many goroutines, together:
-// each call waits in a queue, and the first caller that finds fewer than
-// maxPipelines pipelines in flight sends what the queue holds, its own
-// call among it, in one pipeline. A call alone goes as a command of its
-// own, as it would without a pipeliner; under load, one read and one
-// write on each side serve a pipeline's calls where each call would take
-// its own, which is most of what a script run costs Redis and the
-// client. Calls made with a ctx that never ends (or one that go-redis
-// honours) run on their caller's goroutine, straight to Redis: their
-// caller's turn is not to be shared.
+// pipeliner sends the scripts of a client's calls that come together,
+// from many goroutines, in one pipeline: a call that finds maxPipelines
+// pipelines in flight waits in a queue, and the next caller or sender
+// with a flight free sends what the queue holds. A call that finds
+// nobody waiting goes at once as a command of its own, as it would
+// without a pipeliner; under load, one write and one read on each side
+// serve a pipeline's calls where each call would take its own, which is
+// most of what a small script costs Redis and the client. A caller waits
+// for its call's answer whatever its ctx: calls whose ctx can end run on
+// the client's workers (see bounded), and a ctx whose deadline go-redis
+// honours is not sent through a pipeliner (see Client.scripter).
 type pipeliner struct {
 	rdb      redis.UniversalClient
 	once     bool           // sends each command once (see once)
