@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-dlock/dlock"
 	"github.com/go-dlock/dlock/internal/redistest"
 )
@@ -100,5 +102,61 @@ func TestPipelinedCallsReturnByDeadlineWhilePaused(t *testing.T) {
 	defer cancel()
 	if err := pairsOnOwnKeys(ctx, c, goroutines, 5); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Releases that go in one pipeline are sent once: when the pipeline's
+// reply is lost, go-redis does not send it again (where each release
+// would find its lease gone and report it lost), and each Unlock sends
+// its release again itself, counting a lease gone then as released.
+func TestPipelinedReleasesSentOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()}) // go-redis' retries on
+	t.Cleanup(func() { _ = rdb.Close() })
+	cnt := &hook{}
+	rdb.AddHook(cnt)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	leases := make([]*dlock.Lease, 10)
+	for i := range leases {
+		leases[i] = mustTake(t, ctx, c.Mutex(fmt.Sprint("once-", i)).TryLock)
+	}
+	cmds, trips := cnt.Load(), cnt.trips.Load()
+	errs := make(chan error, len(leases))
+	unlock := func(ls []*dlock.Lease) {
+		for _, l := range ls {
+			go func() { errs <- l.Unlock(ctx) }()
+		}
+	}
+	// Four releases fill the pipeliner's flights on a paused Redis; the
+	// six after them wait, and go in one pipeline, whose reply is lost.
+	srv.Pause(t)
+	unlock(leases[:4])
+	time.Sleep(100 * time.Millisecond)
+	dropped := p.DropReply(leases[5].Token(), false, nil)
+	unlock(leases[4:])
+	time.Sleep(100 * time.Millisecond)
+	srv.Resume(t)
+	for range leases {
+		if err := <-errs; err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+	}
+	select {
+	case <-dropped:
+	default:
+		t.Fatal("no reply lost")
+	}
+	if cmds, trips := cnt.Load()-cmds, cnt.trips.Load()-trips; trips >= cmds {
+		t.Fatalf("%d round trips for %d commands: the releases went alone", trips, cmds)
+	}
+	other, _, _ := newClient(t, srv)
+	for i, l := range leases {
+		if isClosed(l.Lost()) {
+			t.Errorf("lease %d: Lost() closed for a lease released", i)
+		}
+		mustTake(t, ctx, other.Mutex(fmt.Sprint("once-", i)).TryLock)
 	}
 }
