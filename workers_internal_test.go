@@ -336,7 +336,12 @@ func TestPausedShardKeepsOtherShardsServed(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // every worker busy on the paused master
 	for range 3 {
-		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		// Half go-redis' ReadTimeout (5s), which the call would wait for
+		// if the workers stuck on the paused master kept their slots. It
+		// took 2 to 180ms on a quiet machine, but up to a second under
+		// the race detector on two busy cores, where its slot comes after
+		// those of hundreds of callers of the paused master.
+		tctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
 		start := time.Now()
 		l, err := c.Mutex(healthy).TryLock(tctx)
 		if err == nil {
