@@ -133,7 +133,7 @@ func selfBounded(ctx context.Context, rdb redis.UniversalClient) bool {
 // selfBounded), which goes straight to rdb: the pipeline it may wait for
 // is sent by another caller, with no deadline.
 func (c *Client) scripter(ctx context.Context) redis.Scripter {
-	if c.pipe == nil || ctx.Done() != nil && selfBounded(ctx, c.rdb) {
+	if !c.pipelines(ctx) {
 		return c.rdb
 	}
 	return c.pipe.scripter
@@ -141,10 +141,15 @@ func (c *Client) scripter(ctx context.Context) redis.Scripter {
 
 // scripterOnce is scripter for scripts sent once (see once).
 func (c *Client) scripterOnce(ctx context.Context) redis.Scripter {
-	if c.pipeOnce == nil || ctx.Done() != nil && selfBounded(ctx, c.rdb) {
+	if !c.pipelines(ctx) {
 		return once{c.rdb}
 	}
 	return c.pipeOnce.scripter
+}
+
+// pipelines reports whether a call with ctx goes through c's pipeliners.
+func (c *Client) pipelines(ctx context.Context) bool {
+	return c.pipe != nil && (ctx.Done() == nil || !selfBounded(ctx, c.rdb))
 }
 
 // eval runs script s on c's Redis through bounded and reads its reply

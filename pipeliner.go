@@ -21,8 +21,8 @@ const (
 
 // pipeliner sends the scripts of a client's calls that come together,
 // from many goroutines, in one pipeline: a call that finds maxPipelines
-// pipelines in flight waits in a queue, and the next caller or sender
-// with a flight free sends what the queue holds. A call that finds
+// pipelines in flight waits in a queue, and the first of them to land
+// sends what the queue holds (see drain). A call that finds
 // nobody waiting goes at once as a command of its own, as it would
 // without a pipeliner; under load, one write and one read on each side
 // serve a pipeline's calls where each call would take its own, which is
@@ -35,9 +35,9 @@ type pipeliner struct {
 	once     bool           // sends each command once (see once)
 	scripter redis.Scripter // rdb (or once) with EVALSHA through p
 	mu       sync.Mutex     // guards queue and flights
-	// queue holds the calls waiting for a pipeline; flights counts the
-	// pipelines in flight, and the sender of each sends the queue again
-	// after its own, until it is empty.
+	// queue holds the calls waiting for a pipeline, only while all
+	// maxPipelines flights are taken; flights counts the pipelines in
+	// flight, and the one that lands while calls wait drains the queue.
 	queue   []*piped
 	flights int
 }
@@ -75,16 +75,8 @@ func (p *pipeliner) send(ctx context.Context, cmd *redis.Cmd) {
 		return
 	}
 	c := &piped{cmd: cmd, done: make(chan struct{})}
-	p.queue = append(p.queue, c)
-	lead := p.flights < maxPipelines
-	if lead {
-		p.flights++
-	}
+	p.queue = append(p.queue, c) // every flight taken: the first to land sends it
 	p.mu.Unlock()
-	if lead {
-		p.sendQueued(ctx)
-		p.land()
-	}
 	<-c.done
 }
 
@@ -100,7 +92,7 @@ func (p *pipeliner) land() {
 // call has been answered.
 func (p *pipeliner) drain() {
 	for {
-		p.sendQueued(context.Background())
+		p.sendQueued()
 		if !p.more() {
 			return
 		}
@@ -120,9 +112,9 @@ func (p *pipeliner) more() bool {
 }
 
 // sendQueued sends the first maxPipelined calls of the queue, if any,
-// and answers them. The pipeline carries ctx's values (a trace), not its
-// end: the calls of others go in it.
-func (p *pipeliner) sendQueued(ctx context.Context) {
+// and answers them. It sends with no caller's ctx: the calls of many go
+// in it (a trace hook sees the pipeline without a parent).
+func (p *pipeliner) sendQueued() {
 	p.mu.Lock()
 	n := min(len(p.queue), maxPipelined)
 	calls := p.queue[:n:n]
@@ -134,9 +126,7 @@ func (p *pipeliner) sendQueued(ctx context.Context) {
 	if n == 0 {
 		return
 	}
-	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
-	}
+	ctx := context.Background()
 	if n == 1 {
 		_ = p.rdb.Process(ctx, p.wrap(calls[0].cmd))
 	} else {
