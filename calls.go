@@ -44,8 +44,20 @@ func (o once) send(ctx context.Context, name, body string, keys []string, args [
 }
 
 // scriptCmd builds a script's command, name "eval" or "evalsha", as
-// go-redis' Eval and EvalSha do.
+// go-redis' Eval and EvalSha do, a lone []any or []string argument
+// flattened as theirs is.
 func scriptCmd(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
+	if len(args) == 1 {
+		switch v := args[0].(type) {
+		case []any:
+			args = v
+		case []string:
+			args = make([]any, len(v))
+			for i, s := range v {
+				args[i] = s
+			}
+		}
+	}
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, body, len(keys))
 	for _, k := range keys {

@@ -60,9 +60,10 @@ func TestManyWaitersBeatTogether(t *testing.T) {
 		}
 	}
 
-	// A waiter handed the lock takes it without a try: its heartbeats
-	// keep the hand-off usable. It then sends its lease's first renewal
-	// (unless its unlock comes first) and its unlock.
+	// A waiter handed the lock takes it without a try (but in a race, see
+	// below): its heartbeats keep the hand-off usable. It then sends its
+	// lease's first renewal (unless its unlock comes first) and its
+	// unlock.
 	trips, tries = cnt.trips.Load(), cnt.marked.Load()
 	start := time.Now()
 	for _, w := range ws {
@@ -73,8 +74,12 @@ func TestManyWaitersBeatTogether(t *testing.T) {
 	}
 	trips, tries = cnt.trips.Load()-trips, cnt.marked.Load()-tries
 	t.Logf("%d round trips and %d tries for %d hand-offs", trips, tries, len(ws))
-	if tries > 0 {
-		t.Errorf("%d tries for %d hand-offs; want none", tries, len(ws))
+	// A heartbeat sent after a grant, whose reply comes before the grant's
+	// message, tells its waiter to try (it finds the lock its own): on a
+	// busy machine a few of the 600 may; a hand-off that took a try would
+	// make hundreds.
+	if max := int64(len(ws) / 100); tries > max {
+		t.Errorf("%d tries for %d hand-offs; want at most %d (a heartbeat's reply ahead of its grant's message)", tries, len(ws), max)
 	}
 	if max := int64(2*len(ws)) + int64(time.Since(start)/time.Second) + 1; trips > max {
 		t.Errorf("%d round trips for %d hand-offs; want at most %d (a renewal and an unlock each)", trips, len(ws), max)

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,10 +31,19 @@ const (
 // for its call's answer whatever its ctx: calls whose ctx can end run on
 // the client's workers (see bounded), and a ctx whose deadline go-redis
 // honours is not sent through a pipeliner (see Client.scripter).
+//
+// A queued call that no longer waits by the time its pipeline goes is
+// answered without being sent: its ctx ended (an abandoned acquire
+// must not take a lease or a place nobody will give up), or it has
+// waited longer than the client's PoolTimeout, the longest go-redis
+// lets a command wait for a connection (on a Redis that does not
+// answer, each pipeline takes a ReadTimeout, and ten thousand calls
+// queued behind them would otherwise wait for all of them in turn).
 type pipeliner struct {
 	rdb      redis.UniversalClient
 	once     bool           // sends each command once (see once)
 	scripter redis.Scripter // rdb (or once) with EVALSHA through p
+	patience time.Duration  // rdb's PoolTimeout: how long a call may queue
 	mu       sync.Mutex     // guards queue and flights
 	// queue holds the calls waiting for a pipeline, only while all
 	// maxPipelines flights are taken; flights counts the pipelines in
@@ -43,10 +53,12 @@ type pipeliner struct {
 }
 
 // piped is a call in a pipeliner's queue: its command, answered once done
-// closes.
+// closes, and its caller's ctx and the time it was queued.
 type piped struct {
-	cmd  *redis.Cmd
-	done chan struct{}
+	cmd    *redis.Cmd
+	done   chan struct{}
+	ctx    context.Context
+	queued time.Time
 }
 
 // newPipeliners returns the pipeliners of a client on rdb, one for calls
@@ -55,10 +67,12 @@ type piped struct {
 // of a Cluster or a Ring waits for every shard it reaches, so that a
 // shard that does not answer would hold the calls to the others.
 func newPipeliners(rdb redis.UniversalClient) (retried, sentOnce *pipeliner) {
-	if _, ok := rdb.(*redis.Client); !ok {
+	r, ok := rdb.(*redis.Client)
+	if !ok {
 		return nil, nil
 	}
-	retried, sentOnce = &pipeliner{rdb: rdb}, &pipeliner{rdb: rdb, once: true}
+	patience := r.Options().PoolTimeout
+	retried, sentOnce = &pipeliner{rdb: rdb, patience: patience}, &pipeliner{rdb: rdb, once: true, patience: patience}
 	retried.scripter, sentOnce.scripter = pipelined{rdb, retried}, pipelined{once{rdb}, sentOnce}
 	return retried, sentOnce
 }
@@ -70,11 +84,11 @@ func (p *pipeliner) send(ctx context.Context, cmd *redis.Cmd) {
 	if p.flights < maxPipelines && len(p.queue) == 0 {
 		p.flights++ // nobody waits: it goes alone, now
 		p.mu.Unlock()
+		defer p.land() // also if a hook panics
 		_ = p.rdb.Process(ctx, p.wrap(cmd))
-		p.land()
 		return
 	}
-	c := &piped{cmd: cmd, done: make(chan struct{})}
+	c := &piped{cmd: cmd, done: make(chan struct{}), ctx: ctx, queued: time.Now()}
 	p.queue = append(p.queue, c) // every flight taken: the first to land sends it
 	p.mu.Unlock()
 	<-c.done
@@ -111,23 +125,17 @@ func (p *pipeliner) more() bool {
 	return false
 }
 
-// sendQueued sends the first maxPipelined calls of the queue, if any,
-// and answers them. It sends with no caller's ctx: the calls of many go
-// in it (a trace hook sees the pipeline without a parent).
+// sendQueued sends the first maxPipelined calls of the queue still
+// waiting, if any, and answers them. It sends with no caller's ctx: the
+// calls of many go in it (a trace hook sees the pipeline without a
+// parent).
 func (p *pipeliner) sendQueued() {
-	p.mu.Lock()
-	n := min(len(p.queue), maxPipelined)
-	calls := p.queue[:n:n]
-	p.queue = p.queue[n:]
-	if len(p.queue) == 0 {
-		p.queue = nil
-	}
-	p.mu.Unlock()
-	if n == 0 {
+	calls := p.take()
+	if len(calls) == 0 {
 		return
 	}
 	ctx := context.Background()
-	if n == 1 {
+	if len(calls) == 1 {
 		_ = p.rdb.Process(ctx, p.wrap(calls[0].cmd))
 	} else {
 		pipe := p.rdb.Pipeline()
@@ -139,6 +147,46 @@ func (p *pipeliner) sendQueued() {
 	for _, c := range calls {
 		close(c.done)
 	}
+}
+
+// take removes from the queue the first maxPipelined calls that still
+// wait and returns them, answering unsent, on its way, those that no
+// longer do (see pipeliner).
+func (p *pipeliner) take() []*piped {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	n, i := 0, 0
+	for ; i < len(p.queue) && n < maxPipelined; i++ {
+		c := p.queue[i]
+		if err := p.stale(c, now); err != nil {
+			c.cmd.SetErr(err)
+			close(c.done)
+			continue
+		}
+		p.queue[n] = c
+		n++
+	}
+	calls := p.queue[:n:n]
+	p.queue = p.queue[i:]
+	if len(p.queue) == 0 {
+		p.queue = nil
+	}
+	return calls
+}
+
+// stale returns why queued call c is no longer to be sent at now, if it
+// is not: its ctx's error, or redis.ErrPoolTimeout once it has waited
+// longer than p's patience. Either error tells that Redis never saw it
+// (see endedUnsent and neverSent).
+func (p *pipeliner) stale(c *piped, now time.Time) error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	if now.Sub(c.queued) > p.patience {
+		return redis.ErrPoolTimeout
+	}
+	return nil
 }
 
 // wrap is cmd as p sends it: once, or as go-redis sends any command.

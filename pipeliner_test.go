@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,5 +160,101 @@ func TestPipelinedReleasesSentOnce(t *testing.T) {
 			t.Errorf("lease %d: Lost() closed for a lease released", i)
 		}
 		mustTake(t, ctx, other.Mutex(fmt.Sprint("once-", i)).TryLock)
+	}
+}
+
+// fillFlights starts four TryLocks with no deadline on c, which take the
+// flights of its pipeliner on a paused Redis, and returns their errors'
+// channel: a call after them waits for a pipeline.
+func fillFlights(c *dlock.Client) <-chan error {
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, err := c.Mutex(fmt.Sprint("flight-", i)).TryLock(context.Background())
+			errs <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	return errs
+}
+
+// A call that waits for a pipeline and whose ctx ends before the
+// pipeline goes is not sent: a TryLock given up leaves nothing in Redis
+// for a give-up to withdraw (which, behind a long queue, could come
+// after the give-up stopped waiting).
+func TestQueuedCallWhoseCtxEndedIsNotSent(t *testing.T) {
+	srv := redistest.Start(t)
+	cnt := &hook{mark: "given-up"}
+	c, _ := hooked(t, srv, cnt)
+	srv.Pause(t)
+	flights := fillFlights(c)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Mutex("given-up", dlock.WithMetadata(cnt.mark)).TryLock(ctx)
+	srv.Resume(t)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock on a paused Redis: %v, want its ctx's deadline", err)
+	}
+	for range 4 {
+		if err := <-flights; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cnt.settle(t)
+	if n := cnt.markedAll(); n > 0 {
+		t.Fatalf("the try whose ctx ended while it waited for a pipeline was sent (%d commands)", n)
+	}
+	mustTake(t, t.Context(), newClientOnly(t, srv).Mutex("given-up").TryLock)
+}
+
+// Calls queued behind pipelines that a Redis that does not answer holds
+// fail once they have waited the client's PoolTimeout, as a command
+// waiting for a connection does, unsent: however many are queued, none
+// waits for all the pipelines before it, each a ReadTimeout.
+func TestQueuedCallsGiveUpByPoolTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	const readTimeout, poolTimeout = 500 * time.Millisecond, 500 * time.Millisecond
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: readTimeout, PoolTimeout: poolTimeout, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	srv.Pause(t)
+	flights := fillFlights(c)
+	// 4x128 calls go in each round of pipelines: without the PoolTimeout
+	// the last of these would wait ten rounds.
+	const queued = 5000
+	var timedOut atomic.Int64
+	longest := make([]time.Duration, queued)
+	err := together(queued, func(g int) error {
+		start := time.Now()
+		_, err := c.Mutex(fmt.Sprint("queued-", g)).TryLock(context.Background())
+		longest[g] = time.Since(start)
+		switch {
+		case err == nil:
+			return errors.New("TryLock on a paused Redis took the lock")
+		case errors.Is(err, redis.ErrPoolTimeout):
+			timedOut.Add(1)
+		}
+		return nil
+	})
+	srv.Resume(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		<-flights
+	}
+	took := slices.Max(longest)
+	t.Logf("%d of %d queued calls failed by the PoolTimeout; the longest took %v", timedOut.Load(), queued, took)
+	if timedOut.Load() == 0 {
+		t.Fatal("no queued call failed by the PoolTimeout")
+	}
+	if max := poolTimeout + 3*readTimeout + 1500*time.Millisecond; took > max {
+		t.Fatalf("a queued call took %v to fail; want at most %v (the PoolTimeout and a few rounds)", took, max)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := pairsOnOwnKeys(ctx, c, 32, 5); err != nil {
+		t.Fatal(err)
 	}
 }

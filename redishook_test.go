@@ -30,10 +30,12 @@ type hook struct {
 	// waiters with mark as their metadata.
 	mark   string
 	marked atomic.Int64
-	dials  atomic.Int64
-	mu     sync.Mutex
-	names  []string // the commands counted, for failure messages
-	keys   []int    // the keys count of each script counted (see evalKeys)
+	// markedPiped counts those sent in a pipeline.
+	markedPiped atomic.Int64
+	dials       atomic.Int64
+	mu          sync.Mutex
+	names       []string // the commands counted, for failure messages
+	keys        []int    // the keys count of each script counted (see evalKeys)
 
 	armed atomic.Bool
 	match func(cmd redis.Cmder) bool
@@ -69,6 +71,9 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		counted := false
 		for _, cmd := range cmds {
 			counted = h.count(cmd) || counted
+			if h.mark != "" && slices.ContainsFunc(cmd.Args(), h.marks) {
+				h.markedPiped.Add(1)
+			}
 		}
 		if counted {
 			h.trips.Add(1)
@@ -76,6 +81,9 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		return next(ctx, cmds)
 	}
 }
+
+// markedAll counts the commands with mark sent alone or in a pipeline.
+func (h *hook) markedAll() int64 { return h.marked.Load() + h.markedPiped.Load() }
 
 // marks reports whether a command's argument carries mark: it ends with
 // it, as an Election's metadata argument ends with a campaigner's
