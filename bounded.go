@@ -47,7 +47,7 @@ func untilDone[T any](ctx context.Context, w *workers, op func(context.Context) 
 	c := &handed[T]{ctx: ctx, op: op, discard: discard, done: make(chan struct{})}
 	if !w.start(ctx, c.run) {
 		var zero T
-		return zero, nil, fmt.Errorf("%w (%w)", ctx.Err(), errNotSent)
+		return zero, nil, fmt.Errorf("%w (%w: every worker busy)", ctx.Err(), errNotSent)
 	}
 	err = errClosedClient
 	select {
@@ -101,9 +101,10 @@ func (c *handed[T]) run() {
 	close(c.done)
 }
 
-// errNotSent marks a call whose ctx ended while it waited for a worker:
-// Redis never saw it.
-var errNotSent = errors.New("not sent: every worker busy")
+// errNotSent marks a call Redis never saw: its ctx ended while it waited
+// for a worker, its lease's turn to release, or a pipeline (see
+// pipeliner), or it waited for a pipeline too long.
+var errNotSent = errors.New("not sent")
 
 // selfBounded reports whether an exchange with rdb returns by ctx's
 // deadline without help, sparing the hand-over to a worker that bounded

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,24 +33,30 @@ const (
 // the client's workers (see bounded), and a ctx whose deadline go-redis
 // honours is not sent through a pipeliner (see Client.scripter).
 //
-// A queued call that no longer waits by the time its pipeline goes is
-// answered without being sent: its ctx ended (an abandoned acquire
+// A queued call that no longer waits is answered without being sent,
+// when its pipeline goes or at the latest when it has waited the
+// client's PoolTimeout (see sweep): its ctx ended (an abandoned acquire
 // must not take a lease or a place nobody will give up), or it has
-// waited longer than the client's PoolTimeout, the longest go-redis
-// lets a command wait for a connection (on a Redis that does not
-// answer, each pipeline takes a ReadTimeout, and ten thousand calls
-// queued behind them would otherwise wait for all of them in turn).
+// waited longer than the PoolTimeout, the longest go-redis lets a
+// command wait for a connection (on a Redis that does not answer, a
+// pipeline takes a ReadTimeout for each of go-redis' attempts, and ten
+// thousand calls queued behind them would otherwise wait for all of
+// them in turn).
 type pipeliner struct {
 	rdb      redis.UniversalClient
 	once     bool           // sends each command once (see once)
 	scripter redis.Scripter // rdb (or once) with EVALSHA through p
 	patience time.Duration  // rdb's PoolTimeout: how long a call may queue
-	mu       sync.Mutex     // guards queue and flights
+	mu       sync.Mutex     // guards queue, flights, sweeper and sweeping
 	// queue holds the calls waiting for a pipeline, only while all
 	// maxPipelines flights are taken; flights counts the pipelines in
 	// flight, and the one that lands while calls wait drains the queue.
 	queue   []*piped
 	flights int
+	// sweeper, while sweeping, will answer the queued calls that have
+	// waited too long (see sweep).
+	sweeper  *time.Timer
+	sweeping bool
 }
 
 // piped is a call in a pipeliner's queue: its command, answered once done
@@ -90,8 +97,45 @@ func (p *pipeliner) send(ctx context.Context, cmd *redis.Cmd) {
 	}
 	c := &piped{cmd: cmd, done: make(chan struct{}), ctx: ctx, queued: time.Now()}
 	p.queue = append(p.queue, c) // every flight taken: the first to land sends it
+	p.armSweep(p.patience)
 	p.mu.Unlock()
 	<-c.done
+}
+
+// armSweep has sweep run in d, unless it is due already or p's calls may
+// queue for good; p.mu held.
+func (p *pipeliner) armSweep(d time.Duration) {
+	switch {
+	case p.sweeping || p.patience <= 0:
+	case p.sweeper == nil:
+		p.sweeping, p.sweeper = true, time.AfterFunc(d, p.sweep)
+	default:
+		p.sweeping = true
+		p.sweeper.Reset(d)
+	}
+}
+
+// sweep answers unsent the queued calls that no longer wait, as the
+// next pipeline would, for when none goes (a Redis that does not answer
+// holds every flight for go-redis' attempts, each a ReadTimeout), and
+// comes again when the oldest call left will have waited too long.
+func (p *pipeliner) sweep() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for _, c := range p.queue {
+		if !p.answeredStale(c, now) {
+			p.queue[n] = c
+			n++
+		}
+	}
+	clear(p.queue[n:])
+	p.queue = p.queue[:n]
+	p.sweeping = false
+	if n > 0 {
+		p.armSweep(p.queue[0].queued.Add(p.patience).Sub(now) + time.Millisecond)
+	}
 }
 
 // land ends a sender's flight, or has the calls that came meanwhile sent
@@ -158,16 +202,13 @@ func (p *pipeliner) take() []*piped {
 	now := time.Now()
 	n, i := 0, 0
 	for ; i < len(p.queue) && n < maxPipelined; i++ {
-		c := p.queue[i]
-		if err := p.stale(c, now); err != nil {
-			c.cmd.SetErr(err)
-			close(c.done)
-			continue
+		if c := p.queue[i]; !p.answeredStale(c, now) {
+			p.queue[n] = c
+			n++
 		}
-		p.queue[n] = c
-		n++
 	}
 	calls := p.queue[:n:n]
+	clear(p.queue[n:i])
 	p.queue = p.queue[i:]
 	if len(p.queue) == 0 {
 		p.queue = nil
@@ -175,18 +216,21 @@ func (p *pipeliner) take() []*piped {
 	return calls
 }
 
-// stale returns why queued call c is no longer to be sent at now, if it
-// is not: its ctx's error, or redis.ErrPoolTimeout once it has waited
-// longer than p's patience. Either error tells that Redis never saw it
-// (see endedUnsent and neverSent).
-func (p *pipeliner) stale(c *piped, now time.Time) error {
-	if err := c.ctx.Err(); err != nil {
-		return err
+// answeredStale answers queued call c unsent and reports true if it is
+// no longer to be sent at now: with its ctx's error, or with
+// redis.ErrPoolTimeout once it has waited longer than p's patience;
+// either wraps errNotSent. p.mu held.
+func (p *pipeliner) answeredStale(c *piped, now time.Time) bool {
+	err := c.ctx.Err()
+	if err == nil && now.Sub(c.queued) > p.patience {
+		err = redis.ErrPoolTimeout
 	}
-	if now.Sub(c.queued) > p.patience {
-		return redis.ErrPoolTimeout
+	if err == nil {
+		return false
 	}
-	return nil
+	c.cmd.SetErr(fmt.Errorf("%w (%w: waited for a pipeline)", err, errNotSent))
+	close(c.done)
+	return true
 }
 
 // wrap is cmd as p sends it: once, or as go-redis sends any command.

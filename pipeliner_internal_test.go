@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,5 +33,43 @@ func TestPipelinedScriptArgsAsGoRedis(t *testing.T) {
 				t.Errorf("args %v: ARGV %s (%v) through a pipeliner, %s through go-redis", args, got, cmd.Err(), want)
 			}
 		}
+	}
+}
+
+// A queued call answered unsent reads as never sent, and as no request
+// that Redis may have applied: whose ctx ended while it waited, or that
+// waited longer than the PoolTimeout. One that still waits is left
+// queued.
+func TestStaleCallsReadAsNeverSent(t *testing.T) {
+	p := &pipeliner{patience: time.Second}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	now := time.Now()
+	for _, c := range []struct {
+		name   string
+		ctx    context.Context
+		queued time.Time
+		unsent func(error) bool
+	}{
+		{"ctx ended", ended, now, endedUnsent},
+		{"waited too long", context.Background(), now.Add(-2 * time.Second), neverSent},
+	} {
+		call := &piped{cmd: redis.NewCmd(c.ctx), done: make(chan struct{}), ctx: c.ctx, queued: c.queued}
+		if !p.answeredStale(call, now) {
+			t.Fatalf("%s: left queued", c.name)
+		}
+		err := call.cmd.Err()
+		if !c.unsent(err) || unanswered(err) || mayHaveRun(err) {
+			t.Errorf("%s: %v reads as unsent %v, unanswered %v, may have run %v", c.name, err, c.unsent(err), unanswered(err), mayHaveRun(err))
+		}
+		select {
+		case <-call.done:
+		default:
+			t.Errorf("%s: not answered", c.name)
+		}
+	}
+	waiting := &piped{cmd: redis.NewCmd(context.Background()), done: make(chan struct{}), ctx: context.Background(), queued: now}
+	if p.answeredStale(waiting, now.Add(time.Second/2)) {
+		t.Errorf("a call queued half its patience ago answered: %v", waiting.cmd.Err())
 	}
 }
