@@ -123,13 +123,7 @@ func (p *pipeliner) sweep() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	n := 0
-	for _, c := range p.queue {
-		if !p.answeredStale(c, now) {
-			p.queue[n] = c
-			n++
-		}
-	}
+	n, _ := p.keepWaiting(len(p.queue), now)
 	clear(p.queue[n:])
 	p.queue = p.queue[:n]
 	p.sweeping = false
@@ -199,14 +193,7 @@ func (p *pipeliner) sendQueued() {
 func (p *pipeliner) take() []*piped {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	n, i := 0, 0
-	for ; i < len(p.queue) && n < maxPipelined; i++ {
-		if c := p.queue[i]; !p.answeredStale(c, now) {
-			p.queue[n] = c
-			n++
-		}
-	}
+	n, i := p.keepWaiting(maxPipelined, time.Now())
 	calls := p.queue[:n:n]
 	clear(p.queue[n:i])
 	p.queue = p.queue[i:]
@@ -214,6 +201,20 @@ func (p *pipeliner) take() []*piped {
 		p.queue = nil
 	}
 	return calls
+}
+
+// keepWaiting moves to the front of the queue, in order, its first calls
+// that still wait at now, up to limit of them, answering unsent those
+// that no longer do (see answeredStale); it returns how many it kept and
+// how many it looked at. p.mu held.
+func (p *pipeliner) keepWaiting(limit int, now time.Time) (kept, seen int) {
+	for ; seen < len(p.queue) && kept < limit; seen++ {
+		if c := p.queue[seen]; !p.answeredStale(c, now) {
+			p.queue[kept] = c
+			kept++
+		}
+	}
+	return kept, seen
 }
 
 // answeredStale answers queued call c unsent and reports true if it is
@@ -248,6 +249,7 @@ type pipelined struct {
 	p *pipeliner
 }
 
+// EvalSha sends the script's EVALSHA through s's pipeliner.
 func (s pipelined) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
 	cmd := scriptCmd(ctx, "evalsha", sha1, keys, args)
 	s.p.send(ctx, cmd)
